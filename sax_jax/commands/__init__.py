@@ -1,0 +1,1 @@
+"""One module per `sax` subcommand; each defines register(subparsers) and sets `func`."""

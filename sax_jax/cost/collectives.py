@@ -1,0 +1,80 @@
+"""Alpha-beta collective costs over the hierarchy (Thakur, Rabenseifner & Gropp 2005; NCCL's tuning model).
+
+Every function takes the group's participants per level k [L], the message size S in bytes per GPU, and
+per-level latency alpha [L] (s) and per-GPU bandwidth B [L] (bytes/s), and returns seconds. n = prod(k).
+A flat algorithm over a multi-level group runs at its slowest spanned level (bottleneck bandwidth, worst
+latency); the hierarchical one pays each level for its own share.
+"""
+import jax.numpy as jnp
+
+from .placement import spans
+
+_BIG = 1e30
+
+
+def _bottleneck(k, alpha, bw):
+    """Worst latency and bandwidth among the levels the group spans (neutral values if it spans none)."""
+    s = spans(k) > 0
+    any_span = jnp.any(s)
+    a = jnp.where(any_span, jnp.max(jnp.where(s, alpha, 0.0)), 0.0)
+    b = jnp.where(any_span, jnp.min(jnp.where(s, bw, _BIG)), _BIG)
+    return a, b
+
+
+def ring_allreduce_s(k, size_bytes, alpha, bw):
+    """2(n-1) alpha + 2 (n-1)/n S/B."""
+    n = jnp.prod(k)
+    a, b = _bottleneck(k, alpha, bw)
+    return 2.0 * (n - 1.0) * a + 2.0 * (n - 1.0) / n * size_bytes / b
+
+
+def ring_reduce_scatter_s(k, size_bytes, alpha, bw):
+    """(n-1) alpha + (n-1)/n S/B; all-gather costs the same."""
+    return 0.5 * ring_allreduce_s(k, size_bytes, alpha, bw)
+
+
+def tree_allreduce_s(k, size_bytes, alpha, bw):
+    """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast)."""
+    n = jnp.prod(k)
+    _, b = _bottleneck(k, alpha, bw)
+    lat = 2.0 * jnp.sum(jnp.log2(jnp.maximum(k, 1.0)) * alpha)
+    return jnp.where(n > 1.0 + 1e-6, lat + 2.0 * size_bytes / b, 0.0)
+
+
+def hierarchical_allreduce_s(k, size_bytes, alpha, bw):
+    """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L)."""
+    inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
+    per_level = 2.0 * (k - 1.0) * alpha + 2.0 * (k - 1.0) / k * size_bytes / inner / bw
+    return jnp.sum(per_level)
+
+
+def hierarchical_reduce_scatter_s(k, size_bytes, alpha, bw):
+    return 0.5 * hierarchical_allreduce_s(k, size_bytes, alpha, bw)
+
+
+def allreduce_s(algo, k, size_bytes, alpha, bw):
+    """algo: 0 ring, 1 tree, 2 hierarchical (space.DP_ALGOS)."""
+    return jnp.select([algo == 0, algo == 1],
+                      [ring_allreduce_s(k, size_bytes, alpha, bw), tree_allreduce_s(k, size_bytes, alpha, bw)],
+                      hierarchical_allreduce_s(k, size_bytes, alpha, bw))
+
+
+def reduce_scatter_s(algo, k, size_bytes, alpha, bw):
+    """NCCL has no tree reduce-scatter: 'tree' costs half a tree all-reduce (its reduce phase)."""
+    return 0.5 * allreduce_s(algo, k, size_bytes, alpha, bw)
+
+
+def all_to_all_s(m, k, size_bytes, alpha, bw):
+    """Each GPU sends S/n to every member; (m_L - m_(L-1))/n of S leaves through level L.
+
+    Two-level form of DESIGN.md: (G-1) a_nvl + (G-1)/G S/B_nvl + (N-1) a_net + (N-1)/N S/B_net.
+    """
+    n = m[-1]
+    m_below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
+    return jnp.sum((k - 1.0) * alpha + (m - m_below) / n * size_bytes / bw)
+
+
+def bytes_per_level_allreduce(k, size_bytes):
+    """Bytes one GPU sends through each level in a hierarchical all-reduce (used for traffic accounting)."""
+    inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
+    return 2.0 * (k - 1.0) / k * size_bytes / inner

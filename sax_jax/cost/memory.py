@@ -1,0 +1,69 @@
+"""Memory per GPU: weights, gradients, optimizer state, activations; feasibility.
+
+Activations per layer per microbatch in 16-bit (Korthikanti et al. 2022, section 4), generalized to GQA and
+any ffn/gating. For MHA with f = 4h they reduce to the paper's sbh(34 + 5as/h) (no recompute),
+sbh(10 + 24/t + 5as/(ht)) (TP without sequence parallelism), 34sbh/t (selective, SP) and 2sbh (full):
+  * split by TP only with sequence parallelism: norm inputs 4sbh, QKV and MLP inputs 2sbh each,
+    two dropout masks sbh each -> 10 sbh;
+  * always split by TP: Q, K, V 2sb(ad + 2gd), projection input 2sb(ad), MLP hidden 2sbf x (2 | 3 gated);
+  * attention scores 5 a s^2 b (softmax out, dropout mask, dropout out): gone with flash attention or
+    selective recompute.
+CP divides s (scores: s/c queries x s keys). Model state per parameter: 16-bit weights, fp32 grads,
+Adam 12 bytes, sharded per ZeRO stage over dp x cp (Megatron's distributed optimizer).
+"""
+import jax.numpy as jnp
+
+# in-flight microbatches on the first stage per schedule (space.SCHEDULES order)
+# gpipe m; 1f1b min(p, m); interleaved p(1 + (p-1)/(pv)); zb-h1 min(p, m); zb-h2 min(2p-1, m);
+# latency-aware 1F1B: p plus its extra warm-up (added by the caller).
+
+
+def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train):
+    """Stored activation bytes of one layer for one microbatch on one GPU. recompute: 0 none, 1 sel, 2 full."""
+    s, b, h = seq / cp, mbs, m.hidden
+    sbh = s * b * h
+    sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
+    sp_part = 10.0 * sbh / sp_div
+    qkv = 2.0 * s * b * (m.heads * m.head_dim + 2.0 * m.kv_heads * m.head_dim)
+    proj_in = 2.0 * s * b * m.heads * m.head_dim
+    mlp_hidden = 2.0 * s * b * m.ffn * m.mlp_mats
+    tp_part = (qkv + proj_in + mlp_hidden) / tp
+    scores = 5.0 * m.heads * s * seq * b / tp
+    scores = jnp.where((train.flash > 0) | (recompute >= 1), 0.0, scores)
+    none_or_sel = sp_part + tp_part + scores
+    full = 2.0 * sbh / sp_div
+    return jnp.where(recompute == 2, full, none_or_sel)
+
+
+def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
+    gpipe = m_micro
+    onef = jnp.minimum(p, m_micro)
+    inter = jnp.minimum(p * (1.0 + (p - 1.0) / (p * v)), m_micro)
+    zb2 = jnp.minimum(2.0 * p - 1.0, m_micro)
+    la = jnp.minimum(p + extra_warmup, m_micro)
+    return jnp.select([schedule == 0, schedule == 1, schedule == 2, schedule == 3, schedule == 4],
+                      [gpipe, onef, inter, onef, zb2], la)
+
+
+def params_per_gpu(tp, pp, ep, m, layers_stage):
+    """(dense params, expert params) held by one GPU of the first (fullest) pipeline stage."""
+    h, d = m.hidden, m.head_dim
+    attn = h * (m.heads * d + 2.0 * m.kv_heads * d) + m.heads * d * h + 2.0 * h
+    dense_mlp = m.mlp_mats * h * m.ffn
+    expert_mlp = m.mlp_mats * h * m.expert_ffn
+    dense = layers_stage * (attn + (1.0 - m.moe_fraction) * dense_mlp
+                            + m.moe_fraction * m.shared_experts * expert_mlp) / tp
+    experts = layers_stage * m.moe_fraction * m.experts * expert_mlp / (tp * ep)
+    # input embedding on the first stage; with one stage the output layer too unless tied
+    emb = m.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - m.tied)
+    return dense + emb, experts
+
+
+def model_state_bytes(params, shard, sharding, train):
+    """Weights + grads + optimizer for `params` sharded over `shard` GPUs. sharding: space.SHARDING order."""
+    w, gr, op = train.param_bytes, train.grad_bytes, train.opt_bytes
+    full = (w + gr + op) * params
+    return jnp.select(
+        [sharding == 0, sharding == 1, sharding == 2],
+        [full, (w + gr) * params + op * params / shard, w * params + (gr + op) * params / shard],
+        full / shard)  # fsdp / hsdp (hsdp passes the building-local shard group)

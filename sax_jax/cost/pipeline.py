@@ -1,0 +1,68 @@
+"""Pipeline schedules -> time of one step's forward/backward phase, with per-hop delays.
+
+Per stage and microbatch: forward t_F, backward t_B (of which t_W is the weight-gradient part); T0 = t_F + t_B.
+Bubbles (p stages, m microbatches, v chunks): GPipe and 1F1B (p-1) T0; interleaved (p-1) T0 / v (Narayanan
+et al. 2021); ZB-H1 (p-1)(F + B - W) and ZB-H2 (p-1)(F + B - 2W) with B = t_B - t_W the input-gradient part
+(Qi et al. 2024), clamped at zero.
+
+Hops: a pipeline hop at level L costs c_L = alpha_L + activation bytes / bandwidth. Filling and draining the
+pipe adds 2 sum_j c_j. In the steady state a stage i keeps w_i microbatches in flight (1F1B: p - i) while one
+round trip from i to the last stage and back takes (p-i) T0 + 2 D_i (D_i = hop costs downstream of i), so its
+cycle is at least T0 + 2 D_i / w_i: one slow hop just before the last stage stretches every cycle by ~c.
+The worst stage is the first one or the one just upstream of the last boundary of some level, so only those
+are evaluated. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
+of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory.
+"""
+import jax.numpy as jnp
+
+LATENCY_AWARE_THRESHOLD = 0.1  # hops whose round trip is under 10% of a cycle get no extra warm-up
+
+
+def _candidate_stages(p, m_pp, k_pp, hop_cost):
+    """(window, downstream delay, exists) of the stage just upstream of the last unit of each level."""
+    n_levels = m_pp.shape[0]
+    out = []
+    m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
+    for lu in range(n_levels):
+        internal = jnp.sum(jnp.where(jnp.arange(n_levels) <= lu,
+                                     (m_pp[lu] / m_below - m_pp[lu] / m_pp) * hop_cost, 0.0))
+        # the boundary before the last level-lu unit is at the next level above lu that the pipeline spans
+        boundary = jnp.zeros_like(p)
+        found = jnp.zeros_like(p)
+        for up in range(n_levels - 1, lu, -1):
+            crosses = k_pp[up] > 1.0 + 1e-6
+            boundary = jnp.where(crosses, hop_cost[up], boundary)
+            found = jnp.maximum(found, crosses.astype(p.dtype))
+        out.append((m_pp[lu] + 1.0, boundary + internal, found))
+    return out
+
+
+def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_cost, hops_per_level, m_pp, k_pp):
+    """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware)."""
+    t0 = t_f + t_b
+    b_input = t_b - t_w
+    bubble = jnp.select(
+        [schedule == 2, schedule == 3, schedule == 4],
+        [(p - 1.0) * t0 / v,
+         (p - 1.0) * jnp.maximum(t_f + b_input - t_w, 0.0),
+         (p - 1.0) * jnp.maximum(t_f + b_input - 2.0 * t_w, 0.0)],
+        (p - 1.0) * t0)
+    base = m * t0 + bubble
+
+    chunks = jnp.where(schedule == 2, v, 1.0)  # an interleaved microbatch crosses every hop v times
+    total_delay = jnp.sum(hops_per_level * hop_cost) * chunks
+    fill = 2.0 * total_delay
+
+    last_units = _candidate_stages(p, m_pp, k_pp, hop_cost * chunks)
+    window_mult = jnp.where(schedule == 4, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
+    cycles = []
+    for w, d, ok in [(p, total_delay, jnp.ones_like(p))] + last_units:
+        w_eff = jnp.minimum(window_mult * w - (window_mult - 1.0), jnp.maximum(m, 1.0))
+        cyc = (jnp.minimum(w, m) * t0 + 2.0 * d) / jnp.maximum(w_eff, 1.0)
+        cycles.append(jnp.where(ok > 0, cyc, 0.0))
+    stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
+    no_stretch = (schedule == 0) | (schedule == 5)  # GPipe has all m in flight; latency-aware fills the gap
+    hop_time = fill + jnp.where(no_stretch, 0.0, (m - 1.0) * stretch)
+
+    extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_cost / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
+    return base + hop_time, base, extra

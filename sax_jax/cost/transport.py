@@ -1,0 +1,95 @@
+"""Network-layer technology -> effective per-GPU bandwidth and latency at each level.
+
+Three effects on levels above the node (NVLink is untouched):
+  * load balancing: ECMP hashes F flows onto M equal-cost paths; the busiest path sets the pace, so the
+    efficiency is max(lambda, 1) / E[max load] with lambda = F/M and E[max] = sum_k 1 - P(X <= k)^M,
+    X ~ Poisson(lambda) (balls into bins; M=8, lambda=1 -> ~0.39). More QPs per connection raise F.
+    Packet spraying reaches 1 - sqrt(2 M ln M / P) for P packets in flight (max of M binomial loads,
+    normal approximation). A level with deterministic routing (InfiniBand, rail-optimized fabrics) has
+    paths = 1 and no collisions.
+  * loss recovery: go-back-N resends the whole window per loss, eta = (1-p)/(1 + p W0) with
+    W0 = bandwidth x RTT / MTU packets in flight (collapses on long lossy links); selective repeat resends
+    only the lost packet, eta = 1-p, plus a tail of E[R] = sum_r 1 - (1 - p^r)^n extra rounds (n packets);
+    bounded loss (DBLP-style) drops up to a tolerated fraction at the deadline instead of retransmitting.
+  * in-flight window: throughput <= window / RTT (NCCL keeps ~4 MiB per channel in flight).
+Concurrency: a level-L unit's uplink carries size x bandwidth / oversubscription; when only 1/c of its GPUs
+send across at once (pipeline boundaries) each gets up to c times the oversubscribed share.
+"""
+import jax.numpy as jnp
+from jax.scipy.special import gammaincc
+
+ECMP_MAX_TERMS = 64  # terms of the E[max load] series; loads above 64 flows/path have negligible mass here
+SR_MAX_ROUNDS = 8
+
+
+def ecmp_efficiency(flows, paths):
+    """Elementwise over paths (any shape)."""
+    paths = jnp.asarray(paths)
+    lam = (flows / paths)[..., None]
+    k = jnp.arange(ECMP_MAX_TERMS, dtype=paths.dtype)
+    cdf = gammaincc(k + 1.0, lam)  # P(Poisson(lam) <= k) = Q(k+1, lam)
+    e_max = jnp.sum(1.0 - cdf ** paths[..., None], axis=-1)
+    return jnp.minimum(1.0, jnp.maximum(lam[..., 0], 1.0) / jnp.maximum(e_max, 1e-9))
+
+
+def spray_efficiency(paths, packets_in_flight):
+    x = 2.0 * paths * jnp.log(paths) / jnp.maximum(packets_in_flight, 1.0)
+    return jnp.clip(1.0 - jnp.sqrt(jnp.maximum(x, 1e-30)), 0.05, 1.0)
+
+
+def expected_extra_rounds(p, n_packets):
+    """Expected retransmission rounds until all n packets arrive, loss p per packet (elementwise)."""
+    p = jnp.asarray(p)
+    r = jnp.arange(1, SR_MAX_ROUNDS + 1, dtype=p.dtype)
+    return jnp.sum(1.0 - (1.0 - p[..., None] ** r) ** jnp.asarray(n_packets)[..., None], axis=-1)
+
+
+MAX_QPS = 64
+
+
+def ecmp_table(net):
+    """ECMP efficiency for 1..MAX_QPS flows per connection at each level: [MAX_QPS, L].
+
+    Depends only on the system, so under vmap it is computed once per call; designs interpolate in it.
+    """
+    q = jnp.arange(1, MAX_QPS + 1, dtype=net.paths.dtype)
+    # one connection per path (M senders share M paths), each split into q flows: F = q M, lambda = q
+    return ecmp_efficiency(q[:, None] * net.paths[None, :], net.paths[None, :])
+
+
+def _interp_rows(table, x):
+    """Linear interpolation of table rows at fractional row position x - 1 (x in [1, rows])."""
+    pos = jnp.clip(x - 1.0, 0.0, table.shape[0] - 1.0)
+    lo = jnp.floor(pos).astype(jnp.int32)
+    hi = jnp.minimum(lo + 1, table.shape[0] - 1)
+    w = pos - lo
+    return table[lo] * (1.0 - w) + table[hi] * w
+
+
+def level_factors(net, tr, ecmp_tab, t, qps, channels):
+    """For transport index t with qps flows/connection and `channels` in-flight windows: per level
+    bandwidth factor, extra latency (s) and window cap (B/s). qps/channels of 0 take the transport's own.
+    """
+    qps = jnp.where(qps > 0, qps, tr.qps[t])
+    window = jnp.where(channels > 0, channels * tr.window_bytes[t] / tr.channels[t], tr.window_bytes[t])
+    rtt = 2.0 * net.latency_s
+    in_flight = net.bw_Bps * rtt
+    packets = jnp.maximum(jnp.minimum(window, in_flight) / net.mtu_bytes, 1.0)
+    # spraying balances the packets that the M senders sharing the M paths keep in flight together
+    lb = jnp.where(tr.ecmp[t] > 0, _interp_rows(ecmp_tab, qps),
+                   spray_efficiency(net.paths, net.paths * window / net.mtu_bytes))
+    p = net.loss
+    eta_gbn = (1.0 - p) / (1.0 + p * in_flight / net.mtu_bytes)
+    dropped_ok = (tr.bounded[t] > 0) & (p <= tr.tolerated_loss[t])
+    eta = jnp.where(tr.go_back_n[t] > 0, eta_gbn, jnp.where(dropped_ok, 1.0, 1.0 - p))
+    tail = jnp.where(dropped_ok | (p <= 0), 0.0, expected_extra_rounds(p, packets) * rtt)
+    cap = window / jnp.maximum(rtt, 1e-12)
+    net_level = net.is_network > 0
+    return (jnp.where(net_level, lb * eta, 1.0), jnp.where(net_level, tail, 0.0),
+            jnp.where(net_level, cap, jnp.inf))
+
+
+def effective_bandwidth(net, bw_factor, cap, concurrency):
+    """Per-GPU bytes/s at each level when 1/concurrency of a unit's GPUs send across it at once."""
+    share = jnp.minimum(1.0, concurrency / net.oversub)
+    return jnp.minimum(net.bw_Bps * bw_factor * share, cap)

@@ -1,0 +1,85 @@
+"""Human-readable reports (rich tables) and JSON-ready dicts of evaluated designs."""
+from __future__ import annotations
+
+import math
+
+from rich.console import Console
+from rich.table import Table
+
+from .cost import BREAKDOWN_KEYS, violation_reasons
+
+GROUPS = ("tp", "cp", "pp", "dp")
+
+
+def fmt_time(s: float) -> str:
+    if not math.isfinite(s):
+        return "inf"
+    if s >= 1:
+        return f"{s:.3f} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.2f} ms"
+    return f"{s * 1e6:.1f} us"
+
+
+def crossings(scenario, group_levels) -> dict:
+    """{group: {level: participants}} for levels each group actually spans."""
+    names = [lv.name for lv in scenario.system.levels]
+    out = {}
+    for g, ks in zip(GROUPS, group_levels):
+        out[g] = {n: round(float(k), 3) for n, k in zip(names, ks) if k > 1 + 1e-6}
+    return out
+
+
+def eval_record(scenario, design: dict, cost: dict) -> dict:
+    hbm = scenario.system.gpu.hbm_bytes * scenario.system.gpu.usable_memory_fraction
+    rec = {
+        "scenario": scenario.name,
+        "design": design,
+        "step_time_s": cost["step_time_s"] if cost["feasible"] else None,
+        "raw_step_time_s": cost["raw_step_time_s"],
+        "tokens_per_s": cost["tokens_per_s"],
+        "mfu": cost["mfu"],
+        "memory_bytes": cost["memory_bytes"],
+        "memory_capacity_bytes": hbm,
+        "breakdown": cost["breakdown"],
+        "cross_building_bytes": cost["cross_building_bytes"],
+        "feasible": cost["feasible"],
+        "violation": cost["violation"],
+        "reasons": violation_reasons(cost["violation"]),
+        "crossings": crossings(scenario, cost["group_levels"]),
+    }
+    return rec
+
+
+def print_eval(rec: dict, console: Console | None = None):
+    con = console or Console()
+    head = Table(title=f"sax eval: {rec['scenario']}", show_header=False)
+    head.add_column("what", style="bold")
+    head.add_column("value")
+    head.add_row("design", ", ".join(f"{k}={v}" for k, v in rec["design"].items()))
+    status = "[green]feasible[/green]" if rec["feasible"] else "[red]INFEASIBLE[/red]"
+    head.add_row("status", status)
+    head.add_row("step time", fmt_time(rec["raw_step_time_s"]) + ("" if rec["feasible"] else " (if it ran)"))
+    head.add_row("tokens/s", f"{rec['tokens_per_s']:,.0f}")
+    head.add_row("MFU", f"{100 * rec['mfu']:.1f} %")
+    head.add_row("memory / GPU", f"{rec['memory_bytes'] / 2**30:.1f} GiB of {rec['memory_capacity_bytes'] / 2**30:.1f} "
+                                 f"GiB usable")
+    head.add_row("cross-building traffic", f"{rec['cross_building_bytes'] / 1e12:.3f} TB per step")
+    con.print(head)
+    bd = Table(title="time breakdown")
+    bd.add_column("component")
+    bd.add_column("time", justify="right")
+    bd.add_column("share", justify="right")
+    total = max(rec["raw_step_time_s"], 1e-30)
+    for k in BREAKDOWN_KEYS:
+        v = rec["breakdown"][k]
+        bd.add_row(k, fmt_time(v), f"{100 * v / total:.1f} %")
+    con.print(bd)
+    cr = Table(title="levels each parallel group spans (participants per level)")
+    cr.add_column("group")
+    cr.add_column("spans")
+    for g, lv in rec["crossings"].items():
+        cr.add_row(g, ", ".join(f"{n} x{k:g}" for n, k in lv.items()) or "(one GPU)")
+    con.print(cr)
+    for r in rec["reasons"]:
+        con.print(f"[red]infeasible:[/red] {r}")

@@ -1,0 +1,229 @@
+"""Design space: axes and options, the ``Design`` pytree, mixed-radix index <-> design.
+
+A design point is a struct of arrays, one leaf per axis. Numeric axes (tp, cp, pp, dp, ep, vpp, mbs) hold
+their values as float32 so the relaxed search can move them continuously; categorical axes hold int32 codes
+into the global option tuples below (placement and transport codes index the tuples of the scenario's
+``PLACEMENTS`` / transport list). ``decode`` runs on device: an exhaustive sweep never builds designs on the host.
+"""
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from typing import NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from .specs import ConfigError
+
+SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "latency-aware")
+RECOMPUTE = ("none", "selective", "full")
+SHARDING = ("zero0", "zero1", "zero2", "fsdp", "hsdp")
+DP_ALGOS = ("ring", "tree", "hierarchical")
+OVERLAP = ("none", "dp", "dp+tp")
+LAYOUT_AXES = ("tp", "cp", "pp", "dp")  # axes of the rank layout; ep lives inside dp
+PLACEMENTS = tuple("-".join(p) for p in itertools.permutations(LAYOUT_AXES))
+
+NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels")
+AUTO_AXES = ("dp", "qps", "channels")  # 0 = "auto": derived (dp) or the transport's own setting
+CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap")
+AXES = NUMERIC_AXES + CATEGORICAL_AXES
+_GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
+                   "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP}
+AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
+
+
+class Design(NamedTuple):
+    tp: jnp.ndarray
+    cp: jnp.ndarray
+    pp: jnp.ndarray
+    dp: jnp.ndarray  # 0 = derived from the GPU count
+    ep: jnp.ndarray
+    vpp: jnp.ndarray
+    mbs: jnp.ndarray
+    qps: jnp.ndarray  # flows per connection (0 = the transport's own)
+    channels: jnp.ndarray  # NCCL channels in flight per GPU (0 = the transport's own)
+    schedule: jnp.ndarray
+    recompute: jnp.ndarray
+    sharding: jnp.ndarray
+    placement: jnp.ndarray
+    transport: jnp.ndarray
+    dp_algo: jnp.ndarray
+    overlap: jnp.ndarray
+
+
+def placement_inner_table() -> np.ndarray:
+    """inner[p, a, b] = 1 when layout axis b is inside (lower stride than) axis a in placement p."""
+    tab = np.zeros((len(PLACEMENTS), 4, 4), np.float32)
+    for p, name in enumerate(PLACEMENTS):
+        order = name.split("-")
+        for a, ax in enumerate(LAYOUT_AXES):
+            for b, bx in enumerate(LAYOUT_AXES):
+                tab[p, a, b] = order.index(bx) < order.index(ax)
+    return tab
+
+
+def normalize_placement(text: str) -> str:
+    """Accept 'tp-cp-dp-pp' or 'tp,cp,dp,pp' (inner to outer); ep is ignored (it lives inside dp)."""
+    parts = [t.strip() for t in str(text).replace(",", "-").split("-") if t.strip() and t.strip() != "ep"]
+    return "-".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class DesignSpace:
+    """Options per axis, in ``AXES`` order. Categorical options are stored as codes."""
+    options: tuple  # tuple of tuples, one per axis in AXES
+    transport_names: tuple  # names of the scenario's transports (codes index this)
+
+    @staticmethod
+    def from_dict(spec: dict, transport_names: tuple, file: str | None = None) -> "DesignSpace":
+        unknown = set(spec) - set(AXES)
+        if unknown:
+            k = sorted(unknown)[0]
+            raise ConfigError(file, f"space.{k}", spec[k], "unknown axis", f"axes are: {', '.join(AXES)}")
+        defaults = {"tp": [1], "cp": [1], "pp": [1], "dp": ["auto"], "ep": [1], "vpp": [1], "mbs": [1],
+                    "qps": ["auto"], "channels": ["auto"], "schedule": ["1f1b"], "recompute": ["none"], "sharding": ["zero1"],
+                    "placement": ["tp-cp-dp-pp"], "transport": [transport_names[0]], "dp_algo": ["ring"],
+                    "overlap": ["dp"]}
+        options = []
+        for axis in AXES:
+            raw = spec.get(axis, defaults[axis])
+            if not isinstance(raw, (list, tuple)):
+                raw = [raw]
+            if len(raw) == 0:
+                raise ConfigError(file, f"space.{axis}", raw, "needs at least one option")
+            options.append(tuple(encode_option(axis, v, transport_names, file) for v in raw))
+        return DesignSpace(tuple(options), tuple(transport_names))
+
+    @property
+    def radices(self) -> tuple:
+        return tuple(len(o) for o in self.options)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod([len(o) for o in self.options], dtype=object))
+
+    def option_names(self, axis: str) -> list:
+        return [decode_option(axis, v, self.transport_names) for v in self.options[AXES.index(axis)]]
+
+    # -- flat index <-> digits <-> Design ------------------------------------------------------------
+    def _tables(self):
+        return [jnp.asarray(np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32))
+                for ax, o in zip(AXES, self.options)]
+
+    def digits_of(self, index: int) -> list:
+        """Host-side mixed-radix digits of a Python int (last axis fastest)."""
+        if not 0 <= index < self.size:
+            raise IndexError(f"design index {index} outside [0, {self.size})")
+        digits = []
+        for r in reversed(self.radices):
+            digits.append(index % r)
+            index //= r
+        return digits[::-1]
+
+    def decode_digits(self, digits) -> Design:
+        """digits: int32 array [..., n_axes] -> Design (gathers option values)."""
+        digits = jnp.asarray(digits, jnp.int32)
+        leaves = [tab[digits[..., i]] for i, tab in enumerate(self._tables())]
+        return Design(*leaves)
+
+    def decode(self, index) -> Design:
+        """Flat int32 index (any shape, < 2**31) -> Design, on device."""
+        index = jnp.asarray(index, jnp.int32)
+        digits = []
+        for r in reversed(self.radices):
+            digits.append(index % r)
+            index = index // r
+        return self.decode_digits(jnp.stack(digits[::-1], axis=-1))
+
+    def decode_from(self, start: int, offsets):
+        """Designs ``start + offsets`` for a Python-int start of any size (10**10 and beyond).
+
+        The start's digits are computed on the host; the int32 offsets are added digit by digit with
+        carries on device. Returns (Design, in_range) where in_range flags indices < size.
+        """
+        offsets = jnp.asarray(offsets, jnp.int32)
+        base = self.digits_of(start)
+        carry = offsets
+        digits = []
+        for r, b in zip(reversed(self.radices), reversed(base)):
+            d = carry % r + b
+            carry = carry // r + d // r
+            digits.append(d % r)
+        return self.decode_digits(jnp.stack(digits[::-1], axis=-1)), carry == 0
+
+    def encode(self, design_digits) -> int:
+        idx = 0
+        for r, d in zip(self.radices, design_digits):
+            idx = idx * r + int(d)
+        return idx
+
+    # -- single designs from dicts ----------------------------------------------------------------------
+    def design(self, values: dict | None = None, base: dict | None = None, file: str | None = None) -> Design:
+        """One Design (scalar leaves) from {axis: value}; unspecified axes take ``base`` then the first option.
+
+        Values need not be among the listed options (``sax eval --set tp=16`` works); names must be known.
+        """
+        merged = {ax: self.option_names(ax)[0] for ax in AXES}
+        for src in (base or {}, values or {}):
+            for k, v in src.items():
+                if k not in AXES:
+                    raise ConfigError(file, k, v, "unknown design axis", f"axes are: {', '.join(AXES)}")
+                merged[k] = v
+        leaves = []
+        for ax in AXES:
+            code = encode_option(ax, merged[ax], self.transport_names, file)
+            leaves.append(jnp.asarray(code, jnp.float32 if ax in NUMERIC_AXES else jnp.int32))
+        return Design(*leaves)
+
+    def to_dict(self, design: Design, i: int | None = None) -> dict:
+        """Host-readable dict of one design (index i of a batch, or a scalar design)."""
+        out = {}
+        for ax in AXES:
+            v = np.asarray(getattr(design, ax))
+            v = v[i] if i is not None else v
+            out[ax] = decode_option(ax, v.item(), self.transport_names)
+        return out
+
+
+def stack(designs) -> Design:
+    return Design(*[jnp.stack([getattr(d, ax) for d in designs]) for ax in AXES])
+
+
+def encode_option(axis: str, value, transport_names: tuple, file: str | None = None):
+    if axis in NUMERIC_AXES:
+        if axis in AUTO_AXES and (value == "auto" or value == AUTO):
+            return AUTO
+        ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+        if isinstance(value, str):
+            try:
+                value, ok = float(value), True
+            except ValueError:
+                ok = False
+        if not ok or not value >= 1:
+            raise ConfigError(file, f"space.{axis}", value, "must be a number >= 1",
+                              f"{axis} may also be 'auto'" if axis in AUTO_AXES else "")
+        return float(value)
+    if axis == "transport":
+        names = transport_names
+    else:
+        names = _GLOBAL_OPTIONS[axis]
+    if axis == "placement":
+        value = normalize_placement(value)
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool) and axis != "placement":
+        if 0 <= value < len(names):
+            return int(value)
+    if value not in names:
+        hint = f"options are: {', '.join(names)}" if len(names) < 10 else \
+            "a placement orders tp, cp, pp, dp inner to outer, e.g. 'tp-cp-dp-pp'"
+        raise ConfigError(file, f"space.{axis}", value, f"unknown {axis}", hint)
+    return names.index(value)
+
+
+def decode_option(axis: str, code, transport_names: tuple):
+    if axis in NUMERIC_AXES:
+        if axis in AUTO_AXES and code == AUTO:
+            return "auto"
+        return int(code) if float(code).is_integer() else float(code)
+    names = transport_names if axis == "transport" else _GLOBAL_OPTIONS[axis]
+    return names[int(code)]
