@@ -136,18 +136,20 @@ class DesignSpace:
             index = index // r
         return self.decode_digits(jnp.stack(digits[::-1], axis=-1))
 
-    def decode_from(self, start: int, offsets):
-        """Designs ``start + offsets`` for a Python-int start of any size (10**10 and beyond).
+    def decode_from(self, base_digits, offsets):
+        """Designs ``start + offsets`` for a start of any size (10**10 and beyond), jittable.
 
-        The start's digits are computed on the host; the int32 offsets are added digit by digit with
+        base_digits: int32 [n_axes], the start's digits from ``digits_of(start)`` (host, Python int), passed
+        as an array so a sweep does not recompile per chunk; offsets: int32 array. Digits are added with
         carries on device. Returns (Design, in_range) where in_range flags indices < size.
         """
         offsets = jnp.asarray(offsets, jnp.int32)
-        base = self.digits_of(start)
+        base_digits = jnp.asarray(base_digits, jnp.int32)
         carry = offsets
         digits = []
-        for r, b in zip(reversed(self.radices), reversed(base)):
-            d = carry % r + b
+        for i in reversed(range(len(self.radices))):
+            r = self.radices[i]
+            d = carry % r + base_digits[i]
             carry = carry // r + d // r
             digits.append(d % r)
         return self.decode_digits(jnp.stack(digits[::-1], axis=-1)), carry == 0
