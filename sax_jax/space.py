@@ -27,13 +27,17 @@ PLACEMENTS = tuple("-".join(p) for p in itertools.permutations(LAYOUT_AXES))
 NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels")
 AUTO_AXES = ("dp", "qps", "channels")  # 0 = "auto": derived (dp) or the transport's own setting
 CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap")
-AXES = NUMERIC_AXES + CATEGORICAL_AXES
+AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "transport", "qps", "channels",
+        "schedule", "sharding", "dp_algo", "overlap")  # = Design field order
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
                    "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
 
 
 class Design(NamedTuple):
+    # Field order is the mixed-radix order (first = slowest). Axes that feed the expensive, shared parts of the
+    # model (compute, memory: tp..recompute) come first, network choices next, cheap per-point choices last,
+    # so a grid evaluation (evaluate.grid_evaluator) computes each part once per distinct combination.
     tp: jnp.ndarray
     cp: jnp.ndarray
     pp: jnp.ndarray
@@ -41,13 +45,13 @@ class Design(NamedTuple):
     ep: jnp.ndarray
     vpp: jnp.ndarray
     mbs: jnp.ndarray
+    recompute: jnp.ndarray
+    placement: jnp.ndarray
+    transport: jnp.ndarray
     qps: jnp.ndarray  # flows per connection (0 = the transport's own)
     channels: jnp.ndarray  # NCCL channels in flight per GPU (0 = the transport's own)
     schedule: jnp.ndarray
-    recompute: jnp.ndarray
     sharding: jnp.ndarray
-    placement: jnp.ndarray
-    transport: jnp.ndarray
     dp_algo: jnp.ndarray
     overlap: jnp.ndarray
 
