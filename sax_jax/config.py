@@ -177,6 +177,50 @@ def load_transports(ref, base_file: str | None = None, key: str = "transports") 
     return tuple(out)
 
 
+def _check_factoring(space: DesignSpace, system: S.SystemSpec, path: str):
+    """At least one tp x cp x pp (x dp) of the space must factor the GPU count, or every point is infeasible."""
+    n = system.n_gpus
+    opts = {ax: [v for v in space.options[AXES.index(ax)]] for ax in ("tp", "cp", "pp", "dp")}
+    for tp in opts["tp"]:
+        for cp in opts["cp"]:
+            for pp in opts["pp"]:
+                for dp in opts["dp"]:
+                    prod = tp * cp * pp
+                    if (dp == 0 and n % prod == 0) or (dp > 0 and prod * dp == n):
+                        return
+    raise S.ConfigError(path, "space.tp/cp/pp/dp", {k: list(v) for k, v in opts.items()},
+                        f"no combination factors the {n} GPUs of system '{system.name}'",
+                        "list options whose product divides the GPU count (dp 'auto' takes the rest)")
+
+
+def static_design_errors(model: S.ModelSpec, system: S.SystemSpec, training: S.Training, d: dict) -> list:
+    """Shape rules a named design (a baseline) must satisfy: (axis, value, problem, hint) per broken rule.
+
+    Sweeps flag the same rules in-band (cost.step VIOLATIONS); a hand-written baseline that breaks one is a
+    typo in a file, so it is reported at load time with the numbers involved.
+    """
+    out = []
+    n = system.n_gpus
+    tp, cp, pp = d["tp"], d["cp"], d["pp"]
+    dp = n / (tp * cp * pp) if d["dp"] == "auto" else d["dp"]
+    if (d["dp"] == "auto" and n % (tp * cp * pp)) or tp * cp * pp * dp != n:
+        out.append(("dp" if d["dp"] != "auto" else "tp", {"tp": tp, "cp": cp, "pp": pp, "dp": d["dp"]},
+                    f"tp x cp x pp x dp does not factor the {n} GPUs", "dp 'auto' takes n_gpus / (tp cp pp)"))
+    for what, size in (("heads", model.heads), ("kv_heads", model.kv_heads), ("ffn", model.ffn)):
+        if size % tp:
+            out.append(("tp", tp, f"does not divide the model's {what}={size}", "Megatron splits these by tp"))
+    if pp * d["vpp"] > model.layers:
+        out.append(("pp", pp, f"pp x vpp exceeds the {model.layers} layers", ""))
+    if float(dp).is_integer() and training.global_batch_sequences % (dp * d["mbs"]):
+        out.append(("mbs", d["mbs"], f"dp x mbs = {dp * d['mbs']:g} does not divide the global batch "
+                                     f"{training.global_batch_sequences}", ""))
+    if cp > 1 and training.seq_len % (2 * cp):
+        out.append(("cp", cp, f"2 x cp does not divide seq_len={training.seq_len}", ""))
+    if model.moe is None and d["ep"] > 1:
+        out.append(("ep", d["ep"], "expert parallelism needs an MoE model", "set ep: 1"))
+    return out
+
+
 SCENARIO_KEYS = ("name", "description", "model", "system", "training", "transports", "space", "objective",
                  "baselines", "default_baseline")
 
@@ -206,10 +250,13 @@ def load_scenario(path: str) -> Scenario:
     baselines = data.get("baselines") or {}
     if not isinstance(baselines, dict):
         raise S.ConfigError(path, "baselines", baselines, "must map a name to {axis: value}")
+    _check_factoring(space, system, path)
     for bname, b in baselines.items():
         if not isinstance(b, dict):
             raise S.ConfigError(path, f"baselines.{bname}", b, "must be a mapping {axis: value}")
-        space.design(b, file=path)  # validates names and values now, not mid-sweep
+        d = space.to_dict(space.design(b, file=path))  # validates names and values now, not mid-sweep
+        for axis, value, problem, hint in static_design_errors(model, system, training, d):
+            raise S.ConfigError(path, f"baselines.{bname}.{axis}", value, problem, hint)
     default = data.get("default_baseline", next(iter(baselines), None))
     if baselines and default not in baselines:
         raise S.ConfigError(path, "default_baseline", default, "is not one of the baselines",

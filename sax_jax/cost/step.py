@@ -165,7 +165,11 @@ def step_time(P, d) -> Cost:
                                            alpha, bw)
     n_buckets = jnp.maximum(params_gpu / BUCKET_PARAMS, 1.0)
     overlap_dp = d.overlap >= 1
-    dp_step = exposed_s(grad_comm, t_b, overlap_dp, n_buckets) + exposed_s(param_comm, t_f, overlap_dp, n_buckets)
+    # reductions hide under the last microbatch's backward compute, the gather under the first forward's
+    bwd_compute = layers_stage * lt["bwd"] + log_b
+    fwd_compute = layers_stage * lt["fwd"] + log_f
+    dp_step = (exposed_s(grad_comm, bwd_compute, overlap_dp, n_buckets)
+               + exposed_s(param_comm, fwd_compute, overlap_dp, n_buckets))
     shard = jnp.prod(k_dpc)
     shard_hsdp = jnp.prod(k_dpc_inner)
     opt_shard = jnp.select([d.sharding == 0, d.sharding == 4], [1.0, shard_hsdp], shard)

@@ -41,7 +41,8 @@ def expected_extra_rounds(p, n_packets):
     """Expected retransmission rounds until all n packets arrive, loss p per packet (elementwise)."""
     p = jnp.asarray(p)
     r = jnp.arange(1, SR_MAX_ROUNDS + 1, dtype=p.dtype)
-    return jnp.sum(1.0 - (1.0 - p[..., None] ** r) ** jnp.asarray(n_packets)[..., None], axis=-1)
+    # 1 - (1 - p^r)^n as -expm1(n log1p(-p^r)): exact in float32 when n p^r is tiny
+    return jnp.sum(-jnp.expm1(jnp.asarray(n_packets)[..., None] * jnp.log1p(-(p[..., None] ** r))), axis=-1)
 
 
 MAX_QPS = 64
