@@ -147,16 +147,8 @@ class DesignSpace:
         as an array so a sweep does not recompile per chunk; offsets: int32 array. Digits are added with
         carries on device. Returns (Design, in_range) where in_range flags indices < size.
         """
-        offsets = jnp.asarray(offsets, jnp.int32)
-        base_digits = jnp.asarray(base_digits, jnp.int32)
-        carry = offsets
-        digits = []
-        for i in reversed(range(len(self.radices))):
-            r = self.radices[i]
-            d = carry % r + base_digits[i]
-            carry = carry // r + d // r
-            digits.append(d % r)
-        return self.decode_digits(jnp.stack(digits[::-1], axis=-1)), carry == 0
+        digits, in_range = add_digits(self.radices, base_digits, offsets)
+        return self.decode_digits(digits), in_range
 
     def encode(self, design_digits) -> int:
         idx = 0
@@ -190,6 +182,19 @@ class DesignSpace:
             v = v[i] if i is not None else v
             out[ax] = decode_option(ax, v.item(), self.transport_names)
         return out
+
+
+def add_digits(radices, base_digits, offsets):
+    """Mixed-radix digits of base + offsets (int32 offsets, any base), and whether each stays in range."""
+    offsets = jnp.asarray(offsets, jnp.int32)
+    base_digits = jnp.asarray(base_digits, jnp.int32)
+    carry = offsets
+    digits = []
+    for i in reversed(range(len(radices))):
+        d = carry % radices[i] + base_digits[i]
+        carry = carry // radices[i] + d // radices[i]
+        digits.append(d % radices[i])
+    return jnp.stack(digits[::-1], axis=-1), carry == 0
 
 
 def stack(designs) -> Design:
