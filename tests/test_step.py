@@ -139,3 +139,18 @@ def test_mfu_and_tokens_consistent(default_scenario):
     tokens = default_scenario.training.tokens_per_step
     assert r["tokens_per_s"] == pytest.approx(tokens / r["step_time_s"], rel=1e-5)
     assert 0.05 < r["mfu"] < 0.8
+
+
+def test_expert_parallelism_all_to_all_and_memory():
+    from conftest import CONFIGS
+    sc = sx.load_scenario(f"{CONFIGS}/scenarios/mixtral-moe.yaml")
+    r = {ep: _one(sc, ep=ep, tp=2) for ep in (1, 2, 4, 8)}
+    assert r[1]["breakdown"]["ep"] == 0.0
+    # each doubling of ep halves the expert weights held per GPU; the all-to-all grows with the group
+    mem = [r[ep]["memory_bytes"] for ep in (1, 2, 4, 8)]
+    assert mem == sorted(mem, reverse=True)
+    a2a = [r[ep]["breakdown"]["ep"] for ep in (2, 4, 8)]
+    assert 0 < a2a[0] < a2a[1] < a2a[2]
+    # ep = 8 with tp = 2 leaves the node (8 GPUs): the all-to-all then pays the NIC, not NVLink
+    assert r[8]["breakdown"]["ep"] > 3 * r[4]["breakdown"]["ep"]
+    assert r[8]["feasible"] and r[8]["violation"] == 0
