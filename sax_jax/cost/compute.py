@@ -18,6 +18,19 @@ ELEMENTWISE_BYTES_PER_H = 24.0
 ELEMENTWISE_BYTES_PER_F = 6.0
 # Unfused attention (no flash): scale+mask+softmax+dropout over b a s^2 scores, ~10 bytes per score forward.
 SOFTMAX_BYTES_PER_SCORE = 10.0
+# Backward of the memory-bound kernels moves about as many bytes as their forward (validation change; it was
+# 2x): counting Megatron's fused kernels per element, forward -> backward bytes: layernorm 4 -> 6 (read x, dy;
+# write dx), bias-dropout-add 7 -> 5 (read dy, mask; the residual gradient passes through), bias-GeLU 4 -> 6,
+# scale-mask-softmax + dropout 9 -> 11: ~1.2x. Korthikanti et al. 2022, Table 4 (22B layer: sequence
+# parallelism cuts the forward by 0.5 ms but the backward by only 0.1 ms) shows the backward's memory-bound
+# share is no larger than the forward's; with 2x the 22B full-recompute layer came out 2 ms (18%) slow.
+MEMORY_BWD_RATIO = 1.2
+# Unfused attention GEMMs (QK^T, AV) are batched over b x a heads with an inner dimension of only d: QK^T
+# writes and AV reads one 16-bit score each, 2 d FLOPs per 2 bytes, which on A100 (d = 96-160) is below the
+# ridge point (~150-200 FLOP/B): each GEMM takes max(FLOPs / GEMM rate, score bytes / HBM rate) (roofline,
+# Williams et al. 2009). As large GEMMs the small-h Narayanan runs (h = 2304, 24 heads, mbs 16) came out
+# too fast and the fit bent memory_bound to 0.5 to compensate, which slowed every other memory-bound kernel.
+SCORE_GEMM_BYTES = 2.0
 # Logits: fused cross-entropy reads and writes fp32 logits (~12 bytes per element forward).
 LOGIT_BYTES_PER_ELEMENT = 12.0
 
@@ -59,18 +72,20 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train):
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix.
     attn_flash_f = 0.5 * attn / split / (g.peak_flops * g.attention_max)
-    attn_plain_f = gt(attn)
+    scores = mbs * m.heads * seq * seq / split
+    mem_bw = g.hbm_Bps * g.memory_bound
+    attn_plain_f = 2.0 * jnp.maximum(gt(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
     elem_bytes = tokens * (ELEMENTWISE_BYTES_PER_H * m.hidden / sp_split
                            + ELEMENTWISE_BYTES_PER_F * m.ffn * m.mlp_mats / 2.0 / t)
-    softmax_bytes = SOFTMAX_BYTES_PER_SCORE * mbs * m.heads * seq * seq / split
-    mem_bw = g.hbm_Bps * g.memory_bound
+    softmax_bytes = SOFTMAX_BYTES_PER_SCORE * scores
     elem_f = elem_bytes / mem_bw
-    attn_f = jnp.where(flash, attn_flash_f, attn_plain_f + softmax_bytes / mem_bw)
-    attn_b = jnp.where(flash, FLASH_BWD_RATIO * attn_flash_f, 2.0 * attn_f)
+    softmax_f = softmax_bytes / mem_bw
+    attn_f = jnp.where(flash, attn_flash_f, attn_plain_f + softmax_f)
+    attn_b = jnp.where(flash, FLASH_BWD_RATIO * attn_flash_f, 2.0 * attn_plain_f + MEMORY_BWD_RATIO * softmax_f)
     fwd = linear_f + attn_f + elem_f + g.layer_overhead_s
-    bwd = 2.0 * linear_f + attn_b + 2.0 * elem_f + g.layer_overhead_s
+    bwd = 2.0 * linear_f + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s
     return dict(fwd=fwd, bwd=bwd, linear_fwd=linear_f, attn_fwd=attn_f, weight_grad=linear_f,
                 recompute_full=fwd, recompute_selective=attn_f)
 
