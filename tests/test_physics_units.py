@@ -169,3 +169,12 @@ def test_stretch_of_a_middle_hop():
     assert total == pytest.approx(33 + 0.6 + 7 * 0.2, rel=1e-6)
     gpipe, _, _ = pipe(0, hop=(0.0, 0.3))
     assert gpipe == pytest.approx(33 + 0.6, rel=1e-6)  # GPipe keeps all m in flight: fill/drain only
+
+
+def test_zero_bubble_cannot_beat_the_critical_path_with_few_microbatches():
+    # m = 1: nothing to fill the bubble with; the microbatch walks F and B through all 4 stages, then one W
+    for schedule in (3, 4):
+        total, _, _ = pipe(schedule, m=1)
+        assert total == pytest.approx(4 * (1 + 1) + 1, rel=1e-6)
+    # many microbatches: the steady-state formulas hold
+    assert pipe(4, m=64)[0] == pytest.approx(64 * 3, rel=1e-6)

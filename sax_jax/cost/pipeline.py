@@ -41,11 +41,15 @@ def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_cost, hops_per_level, 
     """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware)."""
     t0 = t_f + t_b
     b_input = t_b - t_w
+    # Zero-bubble schedules defer weight gradients into the bubbles, but cannot beat the critical path: the
+    # last microbatch's forward and input-gradient chain through all p stages, plus one W at the end. With
+    # few microbatches (m < ~2p) that bound, not the steady-state formula, sets their bubble.
+    chain = (p - 1.0) * (t_f + b_input) - (m - 1.0) * t_w
     bubble = jnp.select(
         [schedule == 2, schedule == 3, schedule == 4],
         [(p - 1.0) * t0 / v,
-         (p - 1.0) * jnp.maximum(t_f + b_input - t_w, 0.0),
-         (p - 1.0) * jnp.maximum(t_f + b_input - 2.0 * t_w, 0.0)],
+         jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - t_w, 0.0), chain),
+         jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - 2.0 * t_w, 0.0), chain)],
         (p - 1.0) * t0)
     base = m * t0 + bubble
 
