@@ -1,0 +1,125 @@
+"""`sax sweep SCENARIO [--top K] [--out DIR] [--resume] [--devices N] [--json]`: exhaustive streaming sweep."""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import signal
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from ..config import load_scenario
+from ..report import fmt_time
+from ..search.checkpoint import ResumeError
+
+COLUMNS = ("index", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes")
+
+
+def _row(rec: dict) -> dict:
+    out = {k: rec[k] for k in COLUMNS}
+    out.update(rec["design"])
+    return out
+
+
+def write_outputs(result, out_dir: str) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "result.json"), "w") as fh:
+        json.dump(summary(result), fh, indent=2, allow_nan=False, default=str)
+    for name, recs in list(result.pareto.items()) + [("top", result.top)]:
+        stem = name if name == "top" else f"pareto_{name}"
+        with open(os.path.join(out_dir, stem + ".json"), "w") as fh:
+            json.dump(recs, fh, indent=2, allow_nan=False, default=str)
+        rows = [_row(r) for r in recs]
+        with open(os.path.join(out_dir, stem + ".csv"), "w", newline="") as fh:
+            fields = list(rows[0]) if rows else list(COLUMNS)
+            w = csv.DictWriter(fh, fieldnames=fields)
+            w.writeheader()
+            w.writerows(rows)
+
+
+def summary(result) -> dict:
+    return {"scenario": result.scenario, "objective": result.objective, "space_size": result.space_size,
+            "n_designs": result.n_designs, "n_feasible": result.n_feasible, "seconds": result.seconds,
+            "compile_s": result.compile_s, "designs_per_s": result.designs_per_s, "complete": result.complete,
+            "devices": result.devices, "device_kind": result.device_kind, "top": result.top,
+            "pareto": result.pareto, "pareto_truncated": result.truncated}
+
+
+def print_result(result, console: Console) -> None:
+    console.print(f"[bold]{result.scenario}[/bold]: {result.n_designs:,} designs ({result.n_feasible:,} feasible) in "
+                  f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {result.designs_per_s:,.0f} designs/s "
+                  f"on {result.devices} x {result.device_kind}")
+    tab = Table(title=f"top {len(result.top)} by {result.objective}")
+    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB", "design"):
+        tab.add_column(col, justify="right" if col != "design" else "left")
+    for i, r in enumerate(result.top):
+        d = ", ".join(f"{k}={v}" for k, v in r["design"].items())
+        tab.add_row(str(i + 1), fmt_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
+                    f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}", d)
+    console.print(tab)
+    for name, recs in result.pareto.items():
+        trunc = " (truncated)" if result.truncated.get(name) else ""
+        console.print(f"Pareto front {name}: {len(recs)} points{trunc}")
+
+
+def _sigterm(signum, frame):
+    raise KeyboardInterrupt
+
+
+def run(args) -> int:
+    from ..search.exhaustive import sweep  # jax import only when the command runs
+
+    scenario = load_scenario(args.scenario)
+    console = Console(file=sys.stderr if args.json else sys.stdout)
+    if args.resume and not args.out:
+        console.print("error: --resume needs --out DIR (the directory of the interrupted sweep)")
+        return 2
+    try:
+        signal.signal(signal.SIGTERM, _sigterm)
+    except ValueError:  # not the main thread
+        pass
+    try:
+        result = sweep(scenario, top_k=args.top, chunk_size=args.chunk, out_dir=args.out, resume=args.resume,
+                       devices=args.devices, progress=not args.no_progress, max_designs=args.max_designs,
+                       checkpoint_every_s=args.checkpoint_every)
+    except ResumeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        where = f"; resume with: sax sweep {args.scenario} --out {args.out} --resume" if args.out else ""
+        print(f"interrupted{where}", file=sys.stderr)
+        return 130
+    if args.out:
+        write_outputs(result, args.out)
+    if args.json:
+        print(json.dumps(summary(result), indent=2, allow_nan=False, default=str))
+    else:
+        print_result(result, console)
+        if args.out:
+            console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
+    return 0
+
+
+def _count(text: str) -> int:
+    v = float(text)
+    if not (math.isfinite(v) and v >= 1 and v == int(v)):
+        raise ValueError(text)
+    return int(v)
+
+
+def register(sub):
+    p = sub.add_parser("sweep", help="exhaustive streaming sweep: running top-k and Pareto fronts, resumable")
+    p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/default.yaml")
+    p.add_argument("--top", type=int, default=10, metavar="K", help="designs to keep by the objective (default 10)")
+    p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
+    p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
+    p.add_argument("--devices", type=int, default=None, metavar="N", help="use the first N devices (default all)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--max-designs", type=_count, default=None, metavar="N", help="sweep only the first N designs")
+    p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
+    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S", help="seconds between checkpoints")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)

@@ -1,0 +1,337 @@
+"""Streaming exhaustive sweep: every design of a scenario's space, on every device, resumable.
+
+The flat index range [0, end) is cut into blocks of ``devices x rows x inner_n`` designs. One jitted SPMD
+program (``shard_map`` over a 1-D mesh of all devices, across hosts under ``jax.distributed``) takes the running
+state and the block's start digits; device j grid-evaluates rows [j*rows, (j+1)*rows) of the block
+(``grid.grid_costs``: decode on device, no host-side design arrays), and every device folds the block into the
+same running top-k and Pareto fronts (all-gathered candidates, order-independent merges). Host memory is
+constant in the space size: the host only keeps the cursor (a Python int, so 10**10 and beyond work).
+
+The host loop keeps one block in flight while it waits for the previous one, reports progress, and every
+``checkpoint_every_s`` writes the last finished state; ``resume=True`` continues from it and gives exactly the
+result of an uninterrupted run (top-k ties and front duplicates are broken by index, never by arrival order).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import time
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from ..evaluate import cost_to_dict, evaluate
+from ..params import build_params
+from ..space import AXES
+from . import checkpoint as ckpt
+from . import pareto, topk
+from .grid import (IDX_BITS, MAX_BLOCK, choose_layout, flat_costs, global_index, grid_costs, group_min,
+                   join_index, positions, split_index)
+from .progress import SweepProgress
+
+FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
+FRONT_SIZE = 512
+GROUPS_PER_ROUND = 16  # front candidate groups per device per exact round
+CPU_CHUNK = 1 << 20  # designs per device per block
+ACCEL_CHUNK = 1 << 23
+_shard_map = getattr(jax, "shard_map", None)
+if _shard_map is None:  # older JAX
+    from jax.experimental.shard_map import shard_map as _shard_map
+
+
+_COMPILED: dict = {}  # compiled block programs of this process
+
+
+class State(NamedTuple):
+    top: topk.TopK
+    fronts: tuple  # of pareto.Front, in FRONTS order
+    feas_hi: jnp.ndarray  # feasible count = hi * 2**30 + lo
+    feas_lo: jnp.ndarray
+
+
+@dataclasses.dataclass
+class SweepResult:
+    scenario: str
+    objective: str
+    space_size: int
+    n_designs: int  # designs covered by the result (incl. those of a resumed checkpoint)
+    n_feasible: int
+    seconds: float  # wall time of this run (compile included)
+    compile_s: float
+    designs_per_s: float  # designs this run / (seconds - compile_s)
+    top: list
+    pareto: dict
+    complete: bool  # the whole requested range was swept
+    truncated: dict  # front name -> True when the front held more than FRONT_SIZE points
+    devices: int
+    device_kind: str
+    chunk_designs: int  # designs per block (all devices)
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _objective_key(cost, objective: str):
+    if objective == "step_time_s":
+        return cost.step_time_s
+    return -getattr(cost, objective)  # tokens_per_s, mfu: larger is better
+
+
+def _resolve_devices(devices):
+    if devices is None:
+        return list(jax.devices())
+    if isinstance(devices, int):
+        avail = jax.devices()
+        if not 1 <= devices <= len(avail):
+            raise ValueError(f"--devices {devices}: this process sees {len(avail)} device(s)")
+        return list(avail[:devices])
+    return list(devices)
+
+
+def _default_chunk(devs) -> int:
+    return CPU_CHUNK if devs[0].platform == "cpu" else ACCEL_CHUNK
+
+
+def _build_step(scenario, layout, rows: int, k: int, mesh):
+    """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
+
+    Per device: grid-evaluate its rows and reduce each group of ``layout.group_n`` consecutive designs to its
+    minimum objective key, minimum time and minimum of each front metric (fused reductions: the full-size
+    Cost is never written to memory). Only groups that can change the result are then evaluated design by
+    design (flat vmap path, bit-identical): the k groups with the best minimum key, and for each front the
+    groups whose corner (min t, min y) no front point dominates, ``GROUPS_PER_ROUND`` per device per round.
+    """
+    space, objective, n_axes, radices = scenario.space, scenario.objective, len(AXES), scenario.space.radices
+    n_loc, gsize = rows * layout.inner_n, layout.group_n
+    n_groups = n_loc // gsize
+    metrics = tuple(FRONTS.values())
+    per_round = min(GROUPS_PER_ROUND, n_groups)
+
+    def body(state, scal, params):
+        state = jax.tree_util.tree_map(lambda x: x[0], state)
+        base, start_hi, start_lo, first, limit = (scal[:n_axes], scal[n_axes], scal[n_axes + 1],
+                                                  scal[n_axes + 2], scal[n_axes + 3])
+        dev_off = jax.lax.axis_index("d").astype(jnp.int32) * n_loc
+        gather = lambda x: jax.lax.all_gather(x, "d", tiled=True)  # noqa: E731
+        any_left = lambda c: jax.lax.pmax(c, "d")  # noqa: E731
+
+        # ---- grid pass: group minima only
+        cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
+        pos = dev_off + positions(layout, radices, rows)
+        ok = (pos >= first) & (pos < limit) & cost.feasible
+        g_key = group_min(topk.clean_key(_objective_key(cost, objective), ok), layout)
+        g_t = group_min(jnp.where(ok, cost.step_time_s, jnp.inf), layout)
+        g_y = [group_min(jnp.where(ok, getattr(cost, m), jnp.inf), layout) for m in metrics]
+        n_ok = jax.lax.psum(jnp.sum(ok, dtype=jnp.int32), "d")
+        g_off = dev_off + jnp.arange(n_groups, dtype=jnp.int32) * gsize
+
+        # ---- candidate groups: the k best by key (global), and front corners not dominated
+        ck, co = topk.best_groups(g_key, g_off, k)
+        ck, co = jax.lax.sort((gather(ck), gather(co)), num_keys=2)
+        top_off = jnp.where(jnp.isfinite(ck[:k]), co[:k], -1)
+        top_needed = jnp.any(ck[:k] <= state.top.key[-1])
+        cands = [jnp.isfinite(g_t) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), g_t, gy)
+                 for fr, gy in zip(state.fronts, g_y)]
+
+        def exact_round(carry):
+            top, fronts, cands, top_off, _ = carry
+            offs = [top_off]
+            new_cands = []
+            for cand in cands:
+                neg, ids = jax.lax.top_k(jnp.where(cand, -g_t, -jnp.inf), per_round)  # fastest corners first
+                take = cand[ids]
+                new_cands.append(cand.at[ids].set(False))
+                offs.append(gather(jnp.where(take, g_off[ids], -1)))
+            goff = jnp.concatenate(offs)
+            off = (goff[:, None] + jnp.arange(gsize, dtype=jnp.int32)[None, :]).reshape(-1)
+            live = (jnp.repeat(goff, gsize) >= 0) & (off >= first) & (off < limit)
+            c = flat_costs(params, space, base, jnp.where(live, off, 0))
+            okf = live & c.feasible
+            hi, lo = global_index(start_hi, start_lo, off)
+            top = topk.merge(top, topk.TopK(topk.clean_key(_objective_key(c, objective), okf), hi, lo))
+            t = jnp.where(okf, c.step_time_s, jnp.inf)
+            fronts = tuple(pareto.merge(fr, t, jnp.where(okf, getattr(c, m), jnp.inf), hi, lo)
+                           for fr, m in zip(fronts, metrics))
+            new_cands = [cd & ~pareto.dominated((fr.y_below_t, fr.t_below_y), g_t, gy)
+                         for cd, fr, gy in zip(new_cands, fronts, g_y)]
+            left = any_left(sum(jnp.sum(cd, dtype=jnp.int32) for cd in new_cands))
+            return top, fronts, new_cands, jnp.full_like(top_off, -1), left
+
+        left0 = any_left(sum(jnp.sum(cd, dtype=jnp.int32) for cd in cands) + top_needed.astype(jnp.int32))
+        top_off = jnp.where(top_needed, top_off, -1)
+        top, fronts, _, _, _ = jax.lax.while_loop(lambda c: c[-1] > 0, exact_round,
+                                                  (state.top, state.fronts, cands, top_off, left0))
+        feas_lo = state.feas_lo + n_ok
+        new = State(top, fronts, state.feas_hi + (feas_lo >> IDX_BITS), feas_lo & ((1 << IDX_BITS) - 1))
+        return jax.tree_util.tree_map(lambda x: x[None], new)
+
+    return jax.jit(_shard_map(body, mesh=mesh, in_specs=(P("d"), P(), P()), out_specs=P("d")))
+
+
+def _global(arr, sharding):
+    arr = np.asarray(arr)
+    return jax.make_array_from_callback(arr.shape, sharding, lambda idx: arr[idx])
+
+
+def _init_state(k: int) -> State:
+    return State(topk.init(k), tuple(pareto.init(FRONT_SIZE) for _ in FRONTS), np.int32(0), np.int32(0))
+
+
+def _to_host(state) -> State:
+    """Device 0's copy of the (identical on every device) state, as numpy."""
+    return jax.tree_util.tree_map(lambda x: np.asarray(x.addressable_shards[0].data)[0], state)
+
+
+def _flatten(state: State) -> dict:
+    leaves = jax.tree_util.tree_leaves(state)
+    return {f"a{i}": np.asarray(x) for i, x in enumerate(leaves)}
+
+
+def _unflatten(arrays: dict, k: int) -> State:
+    treedef = jax.tree_util.tree_structure(_init_state(k))
+    return jax.tree_util.tree_unflatten(treedef, [arrays[f"a{i}"] for i in range(len(arrays))])
+
+
+def _records(scenario, indices: list, params) -> list:
+    """Host records of designs by flat index, each evaluated alone (batch of one, exactly what ``sax eval`` and
+    ``evaluate_one`` compute: XLA may round a batch-of-one program differently in the last bit)."""
+    space = scenario.space
+    out = []
+    for idx in indices:
+        digits = np.asarray(space.digits_of(idx), np.int32)
+        design = space.decode_digits(digits)
+        c = cost_to_dict(evaluate(scenario, design, params), 0)
+        rec = {"index": int(idx), "design": space.to_dict(design)}
+        rec.update({k: c[k] for k in ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
+                                      "feasible", "violation", "breakdown")})
+        out.append(rec)
+    return out
+
+
+def _result_lists(scenario, host: State, params):
+    top_idx = [join_index(h, l) for kk, h, l in zip(host.top.key, host.top.hi, host.top.lo) if np.isfinite(kk)]
+    top = _records(scenario, top_idx, params)
+    fronts, truncated = {}, {}
+    for name, fr in zip(FRONTS, host.fronts):
+        idx = [join_index(h, l) for t, h, l in zip(fr.t, fr.hi, fr.lo) if np.isfinite(t)]
+        fronts[name] = _records(scenario, idx, params)
+        truncated[name] = bool(fr.truncated)
+    return top, fronts, truncated
+
+
+def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devices=None, progress=True,
+          max_designs=None, *, checkpoint_every_s: float = 5.0, start: int = 0) -> SweepResult:
+    """Evaluate every design of ``scenario.space`` (or the first ``max_designs``) and keep the best.
+
+    top_k: designs kept by the scenario's objective; chunk_size: designs per device per block (rounded to whole
+    grid rows; default 2**20 on CPU, 2**23 on accelerators); out_dir: checkpoint there every
+    ``checkpoint_every_s`` seconds and on Ctrl-C; resume: continue from out_dir's checkpoint (refused if the
+    scenario changed); devices: None (all), a count, or a list of jax devices; start: first index swept (the
+    range is [start, start + max_designs), e.g. to split a space by hand); the result covers only that range.
+    """
+    t_start = time.perf_counter()
+    if top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    space = scenario.space
+    start = int(start)
+    if not 0 <= start < space.size:
+        raise ValueError(f"start {start} outside the space [0, {space.size})")
+    end = space.size if max_designs is None else min(start + int(max_designs), space.size)
+    if end <= start:
+        raise ValueError(f"max_designs must be >= 1, got {max_designs}")
+    devs = _resolve_devices(devices)
+    n_dev = len(devs)
+    chunk = int(chunk_size or _default_chunk(devs))
+    layout = choose_layout(space.radices, max(1, min(chunk, MAX_BLOCK // n_dev)))
+    total_rows = -(-(end - start) // layout.inner_n) + 1
+    rows = max(1, min(chunk // layout.inner_n, -(-total_rows // n_dev), MAX_BLOCK // (n_dev * layout.inner_n)))
+    block = n_dev * rows * layout.inner_n
+    mesh = Mesh(np.array(devs), ("d",))
+    rep, per_dev = NamedSharding(mesh, P()), NamedSharding(mesh, P("d"))
+    is_main = jax.process_index() == 0
+    meta_expected = {"fingerprint": scenario.fingerprint, "space_size": str(space.size), "top_k": int(top_k),
+                     "front_size": FRONT_SIZE, "objective": scenario.objective, "start": str(start)}
+
+    cursor, host_state, prev_seconds = start, _init_state(top_k), 0.0
+    if resume:
+        if not out_dir:
+            raise ValueError("resume needs out_dir (the --out of the interrupted sweep)")
+        meta, arrays = ckpt.load(out_dir)
+        ckpt.check_compatible(meta, meta_expected, ckpt.path(out_dir))
+        cursor, host_state = min(int(meta["cursor"]), end), _unflatten(arrays, top_k)
+        prev_seconds = float(meta.get("seconds", 0.0))
+
+    params_host = build_params(scenario)
+    params = jax.tree_util.tree_map(lambda x: _global(x, rep), params_host)
+    state = jax.tree_util.tree_map(lambda x: _global(np.stack([np.asarray(x)] * n_dev), per_dev), host_state)
+
+    def scalars(start):
+        aligned = start - start % layout.inner_n
+        hi, lo = split_index(aligned)
+        row = space.digits_of(aligned) + [hi, lo, start - aligned, min(block, end - aligned)]
+        return _global(np.asarray(row, np.int32), rep)
+
+    t_c = time.perf_counter()
+    cache_key = (scenario.fingerprint, layout, rows, top_k, tuple(d.id for d in devs), jax.process_count())
+    if cache_key not in _COMPILED:  # params are arguments: only shapes matter, the fingerprint is for safety
+        step = _build_step(scenario, layout, rows, top_k, mesh)
+        _COMPILED[cache_key] = step.lower(state, scalars(min(cursor, end - 1)), params).compile()
+    compiled = _COMPILED[cache_key]
+    compile_s = time.perf_counter() - t_c
+
+    def save(st, cur, elapsed):
+        if out_dir and is_main:
+            meta = dict(meta_expected, cursor=str(cur), end=str(end), seconds=elapsed, scenario=scenario.path)
+            ckpt.save(out_dir, meta, _flatten(_to_host(st)))
+
+    bar = SweepProgress(end, scenario.objective, enabled=bool(progress) and is_main, done=cursor)
+    start_cursor, done_cursor, done_state = cursor, cursor, state
+    pending = []  # [(state, cursor after it)], at most two in flight
+    t_loop = time.perf_counter()
+    last_ck = last_bar = t_loop
+    try:
+        while cursor < end or pending:
+            if cursor < end:
+                aligned = cursor - cursor % layout.inner_n
+                nxt = min(aligned + block, end)
+                state = compiled(state, scalars(cursor), params)
+                pending.append((state, nxt))
+                cursor = nxt
+            if len(pending) > 1 or cursor >= end:
+                done_state, done_cursor = pending.pop(0)
+                jax.block_until_ready(done_state.feas_lo)
+            now = time.perf_counter()
+            if now - last_bar > 0.25 and bar.enabled:
+                h = _to_host(done_state)
+                n_f = (int(h.feas_hi) << IDX_BITS) | int(h.feas_lo)
+                bar.update(done_cursor, (done_cursor - start_cursor) / max(now - t_loop, 1e-9), n_f, done_cursor,
+                           float(h.top.key[0]))
+                last_bar = now
+            if out_dir and now - last_ck > checkpoint_every_s:
+                save(done_state, done_cursor, prev_seconds + now - t_start)
+                last_ck = now
+    except KeyboardInterrupt:
+        for st, cur in pending:  # already dispatched: let them finish, keep the latest
+            jax.block_until_ready(st.feas_lo)
+            done_state, done_cursor = st, cur
+        save(done_state, done_cursor, prev_seconds + time.perf_counter() - t_start)
+        bar.close()
+        raise
+    seconds = time.perf_counter() - t_start
+    host = _to_host(done_state)
+    bar.update(done_cursor, (done_cursor - start_cursor) / max(time.perf_counter() - t_loop, 1e-9),
+               (int(host.feas_hi) << IDX_BITS) | int(host.feas_lo), done_cursor, float(host.top.key[0]))
+    bar.close()
+    save(done_state, done_cursor, prev_seconds + seconds)
+    top, fronts, truncated = _result_lists(scenario, host, params_host)
+    swept = done_cursor - start_cursor
+    return SweepResult(
+        scenario=scenario.name, objective=scenario.objective, space_size=space.size, n_designs=done_cursor - start,
+        n_feasible=(int(host.feas_hi) << IDX_BITS) | int(host.feas_lo), seconds=seconds, compile_s=compile_s,
+        designs_per_s=swept / max(seconds - compile_s, 1e-9), top=top, pareto=fronts,
+        complete=done_cursor >= end, truncated=truncated, devices=n_dev, device_kind=devs[0].device_kind,
+        chunk_designs=block)

@@ -1,0 +1,83 @@
+"""Running 2-D Pareto fronts (minimize both t and y) on device, in fixed-size arrays.
+
+Definition (what the tests compare against brute force): the front is the set of distinct (t, y) vectors of
+feasible designs that no other design dominates (t' <= t and y' <= y, one strictly); each vector is
+represented by its lowest-index design. At most ``size`` points are kept, the ones with the smallest t; when
+the true front is longer, ``truncated`` is set. Like the top-k, the result does not depend on the order in
+which chunks arrive.
+
+Filtering is cheap: two "staircase" tables over 2**16 float bins (bins of the float32 bit pattern, 256 per
+octave) hold, for every bin b, the smallest y of front points whose t lies in a bin below b (and the smallest
+t of points whose y lies in a bin below b). A point, or the corner (min t, min y) of a group of designs, whose
+bin lookup is <= its own value is strictly dominated and needs no further work; the few survivors are
+evaluated exactly and merged by a sort of front + candidates (``merge``).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .topk import INT_MAX
+
+BIN_SHIFT = 15
+N_BINS = 1 << (32 - BIN_SHIFT - 1)  # non-negative float32 bit patterns >> 15
+
+
+class Front(NamedTuple):
+    t: jnp.ndarray  # [F] ascending; +inf marks empty slots
+    y: jnp.ndarray  # [F]
+    hi: jnp.ndarray  # [F] int32 global index (hi, lo)
+    lo: jnp.ndarray
+    y_below_t: jnp.ndarray  # [N_BINS] min y over front points with t-bin < b
+    t_below_y: jnp.ndarray  # [N_BINS] min t over front points with y-bin < b
+    truncated: jnp.ndarray  # int32 scalar, 1 when points beyond ``size`` were dropped
+
+
+def init(size: int) -> Front:
+    f = np.full(size, np.inf, np.float32)
+    i = np.full(size, INT_MAX, np.int32)
+    tab = np.full(N_BINS, np.inf, np.float32)
+    return Front(f, f.copy(), i, i.copy(), tab, tab.copy(), np.int32(0))
+
+
+def bins(x):
+    """Monotone bin of a float32 (non-decreasing in x; negatives share bin 0, which keeps the filter safe)."""
+    b = jax.lax.shift_right_arithmetic(jax.lax.bitcast_convert_type(x.astype(jnp.float32), jnp.int32),
+                                       jnp.int32(BIN_SHIFT))
+    return jnp.clip(b, 0, N_BINS - 1)
+
+
+def stair_tables(t, y, valid):
+    """(min y over points with t-bin < b, min t over points with y-bin < b) for every bin b."""
+    def table(x, v):
+        idx = jnp.where(valid, bins(x) + 1, N_BINS)  # index N_BINS is dropped
+        tab = jnp.full(N_BINS, jnp.inf, jnp.float32).at[idx].min(jnp.where(valid, v, jnp.inf), mode="drop")
+        return jax.lax.cummin(tab)
+    return table(t, y), table(y, t)
+
+
+def dominated(front_tabs, t, y):
+    """True where (t, y) is strictly dominated according to the staircase tables (never a false positive)."""
+    y_below_t, t_below_y = front_tabs
+    return (y_below_t[bins(t)] <= y) | (t_below_y[bins(y)] <= t)
+
+
+def merge(front: Front, t, y, hi, lo) -> Front:
+    """Exact front of front U candidates (candidates with t = +inf are ignored)."""
+    size = front.t.shape[0]
+    T, Y, H, L = (jnp.concatenate([a, b]) for a, b in zip((front.t, front.y, front.hi, front.lo), (t, y, hi, lo)))
+    T, Y, H, L = jax.lax.sort((T, Y, H, L), num_keys=4)
+    prev_min = jnp.concatenate([jnp.full((1,), jnp.inf, Y.dtype), jax.lax.cummin(Y)[:-1]])
+    keep = jnp.isfinite(T) & (Y < prev_min)
+    order = jnp.argsort(~keep, stable=True)[:size]  # kept points first, still sorted by t
+    kept = keep[order]
+    T = jnp.where(kept, T[order], jnp.inf)
+    Y = jnp.where(kept, Y[order], jnp.inf)
+    H = jnp.where(kept, H[order], INT_MAX)
+    L = jnp.where(kept, L[order], INT_MAX)
+    y_below_t, t_below_y = stair_tables(T, Y, kept)
+    truncated = jnp.maximum(front.truncated, (jnp.sum(keep) > size).astype(jnp.int32))
+    return Front(T, Y, H, L, y_below_t, t_below_y, truncated)

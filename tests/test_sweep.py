@@ -1,0 +1,261 @@
+"""Exhaustive sweep (sax_jax.search.exhaustive): exact against brute force, sharded, resumable, beyond int32."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import sax_jax as sx
+from sax_jax.evaluate import evaluate_batch
+from sax_jax.search import checkpoint as ckpt
+from sax_jax.search.exhaustive import FRONTS, sweep
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIGS = os.path.join(ROOT, "configs")
+CHUNK = 16  # small blocks: many blocks per sweep, so merges across blocks are exercised
+
+SMALL = """
+name: sweep-small
+model: {configs}/models/gpt3-175B.yaml
+system: {configs}/systems/selene-a100.yaml
+transports: {configs}/network/transports.yaml
+training: {{global_batch_sequences: 1536, seq_len: 2048, precision: fp16, flash_attention: false}}
+space:
+  tp: [1, 2, 4, 8]
+  pp: [1, 2, 4, 8, 16, 32]
+  vpp: [1, 2, 3]
+  mbs: [1, 2, 4, 8]
+  schedule: [1f1b, interleaved, zb-h1]
+  recompute: [none, selective, full]
+  sharding: [zero0, zero1]
+  placement: [tp-cp-dp-pp, tp-cp-pp-dp]
+  overlap: [none, dp]
+objective: {objective}
+"""
+
+
+def _write(tmp_path, name="small.yaml", objective="step_time_s", **fmt):
+    path = tmp_path / name
+    path.write_text(SMALL.format(configs=CONFIGS, objective=objective, **fmt))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    return _write(tmp_path_factory.mktemp("scen"))
+
+
+@pytest.fixture(scope="module")
+def small_scenario(small):
+    return sx.load_scenario(small)
+
+
+BRUTE_BATCH = 8192  # one compile of the plain evaluate path for every brute-force check
+
+
+def _brute(scenario, start=0, n=None):
+    """Cost of designs [start, start + n) through the plain evaluate path, as numpy."""
+    space = scenario.space
+    n = space.size - start if n is None else n
+    base = jnp.asarray(space.digits_of(start), jnp.int32)
+    params = sx.build_params(scenario)
+    keys = ("step_time_s", "memory_bytes", "cross_building_bytes", "feasible", "tokens_per_s")
+    parts = {k: [] for k in keys}
+    for off in range(0, n, BRUTE_BATCH):
+        offs = jnp.arange(off, off + BRUTE_BATCH, dtype=jnp.int32)
+        design, _ = space.decode_from(base, jnp.minimum(offs, n - 1))
+        cost = evaluate_batch(params, design)
+        for k in keys:
+            parts[k].append(np.asarray(getattr(cost, k)))
+    return {k: np.concatenate(v)[:n] for k, v in parts.items()}
+
+
+def _brute_top(c, k, start=0, key="step_time_s"):
+    v = np.where(c["feasible"], c[key] if key == "step_time_s" else -c[key], np.inf)
+    order = np.lexsort((np.arange(len(v)), v))
+    return [start + int(i) for i in order[:k] if np.isfinite(v[i])]
+
+
+def _brute_front(c, metric, start=0):
+    """Distinct non-dominated (t, y) vectors of feasible designs, lowest index each, by increasing t."""
+    t, y = c["step_time_s"], c[metric]
+    idx = np.nonzero(c["feasible"])[0]
+    order = idx[np.lexsort((idx, y[idx], t[idx]))]
+    out, best = [], np.inf
+    for i in order:
+        if y[i] < best:
+            out.append(start + int(i))
+            best = y[i]
+    return out
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    """Subprocess sweeps of the same program share XLA's persistent cache: one compile, not one per run."""
+    return str(tmp_path_factory.mktemp("xla_cache"))
+
+
+@pytest.fixture(scope="module")
+def small_result(small, cache_dir, tmp_path_factory):
+    """The uninterrupted reference run, through the CLI (JSON), one device."""
+    out_dir = str(tmp_path_factory.mktemp("reference"))
+    p = _cli([small, "--top", "12", "--chunk", str(CHUNK), "--json", "--no-progress", "--out", out_dir],
+             env=_env(cache_dir))
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, err
+    return json.loads(out), out_dir
+
+
+@pytest.fixture(scope="module")
+def small_brute(small_scenario):
+    return _brute(small_scenario)
+
+
+def _digest(res: dict) -> dict:
+    """What must be identical between runs: counts, top-k and fronts (indices and values)."""
+    return {"n_designs": res["n_designs"], "n_feasible": res["n_feasible"],
+            "top": [(r["index"], r["step_time_s"], r["memory_bytes"]) for r in res["top"]],
+            "pareto": {k: [(r["index"], r["step_time_s"]) for r in v] for k, v in res["pareto"].items()}}
+
+
+def test_top_k_and_counts_match_brute_force(small_scenario, small_result, small_brute):
+    r, _ = small_result
+    assert r["n_designs"] == small_scenario.space.size == 20736
+    assert r["n_feasible"] == int(small_brute["feasible"].sum()) > 12
+    expect = _brute_top(small_brute, 12)
+    assert [t["index"] for t in r["top"]] == expect
+    # records are evaluated alone (batch of one): equal to the batched brute force up to float32 rounding
+    np.testing.assert_allclose([t["step_time_s"] for t in r["top"]], small_brute["step_time_s"][expect], rtol=1e-6)
+    assert r["complete"] and r["devices"] == 1
+
+
+def test_pareto_fronts_match_brute_force(small_result, small_brute):
+    r, _ = small_result
+    for name, metric in FRONTS.items():
+        got = [p["index"] for p in r["pareto"][name]]
+        assert got == _brute_front(small_brute, metric), name
+        assert not r["pareto_truncated"][name]
+    assert len(r["pareto"]["time_vs_memory"]) >= 3
+
+
+def test_best_point_evaluated_alone_gives_same_cost(small_scenario, small_result):
+    best = small_result[0]["top"][0]
+    alone = sx.evaluate_one(small_scenario, sx.design_from_dict(small_scenario, best["design"]))
+    for k in ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes"):
+        assert alone[k] == best[k], k
+    assert alone["feasible"]
+
+
+def _cli(args, env=None, **kw):
+    cmd = [sys.executable, "-m", "sax_jax.cli", "sweep"] + args
+    return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _env(cache_dir, devices=1):
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["JAX_PLATFORMS"] = "cpu"
+    env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
+    return env
+
+
+def test_four_devices_identical_to_one(small, small_result, cache_dir):
+    p = _cli([small, "--top", "12", "--chunk", "128", "--json", "--no-progress"], env=_env(cache_dir, 4))
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    res = json.loads(out)
+    assert res["devices"] == 4
+    assert _digest(res) == _digest(small_result[0])
+
+
+def test_kill_and_resume_identical(small, small_result, cache_dir, tmp_path):
+    out_dir = str(tmp_path / "run")
+    args = [small, "--top", "12", "--chunk", "16", "--out", out_dir, "--no-progress", "--json"]
+    p = _cli(args + ["--checkpoint-every", "0"], env=_env(cache_dir))
+    cursor, deadline = 0, time.time() + 240
+    while time.time() < deadline and p.poll() is None:
+        if os.path.exists(ckpt.path(out_dir)):
+            try:
+                cursor = int(ckpt.load(out_dir)[0]["cursor"])
+            except Exception:  # noqa: BLE001 (replaced while reading)
+                cursor = 0
+            if cursor > 0:
+                break
+        time.sleep(0.005)
+    p.send_signal(signal.SIGKILL)
+    p.communicate()
+    meta, _ = ckpt.load(out_dir)
+    assert 0 < int(meta["cursor"]) < small_result[0]["n_designs"], "the sweep was not killed mid-way"
+    q = _cli(args + ["--resume"], env=_env(cache_dir))
+    out, err = q.communicate(timeout=300)
+    assert q.returncode == 0, err
+    assert _digest(json.loads(out)) == _digest(small_result[0])
+    for name in ("top.csv", "top.json", "result.json", "pareto_time_vs_memory.csv", "pareto_time_vs_memory.json"):
+        assert os.path.exists(os.path.join(out_dir, name))
+
+
+def test_changed_scenario_refuses_resume(tmp_path, small_scenario, small_result, cache_dir):
+    _, out_dir = small_result
+    meta, _ = ckpt.load(out_dir)
+    assert meta["cursor"] == str(small_scenario.space.size) and meta["fingerprint"] == small_scenario.fingerprint
+    path = _write(tmp_path, "changed.yaml")
+    with open(path) as fh:
+        text = fh.read().replace("seq_len: 2048", "seq_len: 4096")
+    with open(path, "w") as fh:
+        fh.write(text)
+    changed = sx.load_scenario(path)
+    with pytest.raises(ckpt.ResumeError, match="scenario changed"):
+        sweep(changed, top_k=12, chunk_size=CHUNK, progress=False, out_dir=out_dir, resume=True)
+    with pytest.raises(ckpt.ResumeError, match="--top differs"):
+        sweep(small_scenario, top_k=3, chunk_size=CHUNK, progress=False, out_dir=out_dir, resume=True)
+    p = _cli([path, "--top", "12", "--out", out_dir, "--resume", "--no-progress"], env=_env(cache_dir))
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 2 and "cannot resume" in err
+
+
+HUGE = """
+name: sweep-huge
+model: {configs}/models/gpt3-175B.yaml
+system: {configs}/systems/selene-a100.yaml
+transports: {configs}/network/transports.yaml
+training: {{global_batch_sequences: 1536, seq_len: 2048, precision: fp16, flash_attention: false}}
+space:
+  tp: [1, 2, 4, 8]
+  cp: [1, 2, 4]
+  pp: [1, 2, 4, 8, 16, 32]
+  dp: [auto, 8, 16, 32, 64, 128, 256, 512]
+  vpp: [1, 2, 3, 4, 6]
+  mbs: [1, 2, 3, 4, 6, 8, 12, 16]
+  qps: [auto, 1, 2, 4, 8, 16, 32, 64]
+  channels: [auto, 1, 2, 4, 8, 16, 32, 64]
+  schedule: [gpipe, 1f1b, interleaved, zb-h1, zb-h2, latency-aware]
+  recompute: [none, selective, full]
+  sharding: [zero0, zero1, zero2, fsdp, hsdp]
+  placement: [tp-cp-dp-pp, tp-cp-pp-dp, tp-pp-cp-dp, tp-dp-cp-pp, cp-tp-dp-pp, tp-pp-dp-cp]
+  transport: [ecmp_gbn, ecmp_qp4, spray_sr]
+  dp_algo: [ring, tree, hierarchical]
+  overlap: [none, dp, dp+tp]
+"""
+
+
+def test_space_beyond_int32(tmp_path):
+    path = tmp_path / "huge.yaml"
+    path.write_text(HUGE.format(configs=CONFIGS))
+    sc = sx.load_scenario(str(path))
+    assert sc.space.size > 10**10
+    want = {"tp": 8, "cp": 1, "pp": 8, "dp": "auto", "vpp": 1, "mbs": 1, "recompute": "full",
+            "placement": "tp-cp-pp-dp", "transport": "ecmp_gbn"}  # a feasible neighbourhood, far beyond 2**31
+    digits = [sc.space.option_names(ax).index(want.get(ax, sc.space.option_names(ax)[0])) for ax in sx.AXES]
+    start = sc.space.encode(digits) + 777
+    r = sweep(sc, top_k=6, chunk_size=1024, progress=False, start=start, max_designs=6000)
+    c = _brute(sc, start, 6000)
+    assert r.n_designs == 6000 and r.n_feasible == int(c["feasible"].sum()) > 0
+    assert [t["index"] for t in r.top] == _brute_top(c, 6, start)
+    assert all(t["index"] > 2**33 for t in r.top)
+    for name, metric in FRONTS.items():
+        assert [p["index"] for p in r.pareto[name]] == _brute_front(c, metric, start)
