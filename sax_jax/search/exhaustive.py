@@ -35,7 +35,8 @@ from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
 FRONT_SIZE = 512
-GROUPS_PER_ROUND = 16  # front candidate groups per device per exact round
+GROUPS_PER_ROUND = 64  # front candidate groups per device per exact round
+GROUP_MIN = 4  # designs per group (at least): groups are reduced on the grid, candidates re-evaluated exactly
 CPU_CHUNK = 1 << 20  # designs per device per block
 ACCEL_CHUNK = 1 << 23
 _shard_map = getattr(jax, "shard_map", None)
@@ -246,7 +247,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     devs = _resolve_devices(devices)
     n_dev = len(devs)
     chunk = int(chunk_size or _default_chunk(devs))
-    layout = choose_layout(space.radices, max(1, min(chunk, MAX_BLOCK // n_dev)))
+    layout = choose_layout(space.radices, max(1, min(chunk, MAX_BLOCK // n_dev)), GROUP_MIN)
     total_rows = -(-(end - start) // layout.inner_n) + 1
     rows = max(1, min(chunk // layout.inner_n, -(-total_rows // n_dev), MAX_BLOCK // (n_dev * layout.inner_n)))
     block = n_dev * rows * layout.inner_n

@@ -50,13 +50,21 @@ def bins(x):
     return jnp.clip(b, 0, N_BINS - 1)
 
 
-def stair_tables(t, y, valid):
-    """(min y over points with t-bin < b, min t over points with y-bin < b) for every bin b."""
-    def table(x, v):
-        idx = jnp.where(valid, bins(x) + 1, N_BINS)  # index N_BINS is dropped
-        tab = jnp.full(N_BINS, jnp.inf, jnp.float32).at[idx].min(jnp.where(valid, v, jnp.inf), mode="drop")
-        return jax.lax.cummin(tab)
-    return table(t, y), table(y, t)
+def stair_tables(t, y, kept):
+    """(min y over front points with t-bin < b, min t over front points with y-bin < b) for every bin b.
+
+    t, y: a front as ``merge`` leaves it (kept points first, t ascending and so y descending; the rest +inf).
+    Binary searches over the (at most F) front points instead of a scan over the 2**16 bins.
+    """
+    size = t.shape[0]
+    b = jnp.arange(N_BINS, dtype=jnp.int32)
+    tb = jnp.where(kept, bins(t), N_BINS)  # non-decreasing
+    c = jnp.searchsorted(tb, b, side="left")  # points with t-bin < b: the first c
+    y_below_t = jnp.where(c > 0, y[jnp.maximum(c - 1, 0)], jnp.inf)
+    yb = jnp.where(kept, bins(y), -1)  # non-increasing
+    s = jnp.searchsorted(-yb, -b, side="right")  # points with y-bin >= b: the first s
+    t_below_y = jnp.where(s < size, t[jnp.minimum(s, size - 1)], jnp.inf)
+    return y_below_t, t_below_y
 
 
 def dominated(front_tabs, t, y):
