@@ -14,6 +14,9 @@ from rich.table import Table
 from ..config import load_scenario
 from ..report import fmt_time
 from ..search.checkpoint import ResumeError
+from ..space import AXES
+
+CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "sax_jax", "xla")
 
 COLUMNS = ("index", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes")
 
@@ -48,15 +51,16 @@ def summary(result) -> dict:
             "pareto": result.pareto, "pareto_truncated": result.truncated}
 
 
-def print_result(result, console: Console) -> None:
+def print_result(result, console: Console, space=None) -> None:
     console.print(f"[bold]{result.scenario}[/bold]: {result.n_designs:,} designs ({result.n_feasible:,} feasible) in "
                   f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {result.designs_per_s:,.0f} designs/s "
                   f"on {result.devices} x {result.device_kind}")
-    tab = Table(title=f"top {len(result.top)} by {result.objective}")
+    tab = Table(title=f"top {len(result.top)} by {result.objective} (design: the axes the space varies)")
     for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB", "design"):
         tab.add_column(col, justify="right" if col != "design" else "left")
+    varied = None if space is None else {ax for ax, r in zip(AXES, space.radices) if r > 1}
     for i, r in enumerate(result.top):
-        d = ", ".join(f"{k}={v}" for k, v in r["design"].items())
+        d = ", ".join(f"{k}={v}" for k, v in r["design"].items() if varied is None or k in varied)
         tab.add_row(str(i + 1), fmt_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
                     f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}", d)
     console.print(tab)
@@ -70,7 +74,12 @@ def _sigterm(signum, frame):
 
 
 def run(args) -> int:
+    import jax
+
     from ..search.exhaustive import sweep  # jax import only when the command runs
+
+    if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and not jax.config.jax_compilation_cache_dir:
+        jax.config.update("jax_compilation_cache_dir", CACHE_DIR)  # a repeated sweep skips the compile
 
     scenario = load_scenario(args.scenario)
     console = Console(file=sys.stderr if args.json else sys.stdout)
@@ -97,7 +106,7 @@ def run(args) -> int:
     if args.json:
         print(json.dumps(summary(result), indent=2, allow_nan=False, default=str))
     else:
-        print_result(result, console)
+        print_result(result, console, scenario.space)
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
     return 0
