@@ -39,14 +39,19 @@ def gemm_time_s(flops, peak_flops, eff_max, half_flops):
     return jnp.where(flops > 0, (flops + half_flops) / (peak_flops * eff_max), 0.0)
 
 
-def layer_flops(mb, seq, m, moe_layer_weight):
-    """Forward FLOPs of one layer on one full (unsplit) microbatch: dict of gemm groups."""
+def layer_flops(mb, seq, m, moe_layer_weight, imbalance=None):
+    """Forward FLOPs of one layer on one full (unsplit) microbatch: (qkv, proj, mlp, attention core).
+
+    imbalance (max/mean expert load, default the model's) scales the expert work of the busiest GPU;
+    model FLOPs pass 1.0 because the extra waiting is not useful work.
+    """
+    imbalance = m.imbalance if imbalance is None else imbalance
     bs = mb * seq
     h, d = m.hidden, m.head_dim
     qkv = 2.0 * bs * h * (m.heads * d + 2.0 * m.kv_heads * d)
     proj = 2.0 * bs * (m.heads * d) * h
     dense_mlp = 2.0 * bs * h * m.ffn * m.mlp_mats
-    expert_mlp = 2.0 * bs * h * m.expert_ffn * m.mlp_mats * (m.top_k * m.imbalance + m.shared_experts)
+    expert_mlp = 2.0 * bs * h * m.expert_ffn * m.mlp_mats * (m.top_k * imbalance + m.shared_experts)
     mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
     attn = 4.0 * mb * seq * seq * m.heads * d
     return qkv, proj, mlp, attn
@@ -54,7 +59,7 @@ def layer_flops(mb, seq, m, moe_layer_weight):
 
 def model_flops_per_sequence(seq, m):
     """Training FLOPs of one sequence (3x forward, no recompute, full attention as Megatron counts)."""
-    qkv, proj, mlp, attn = layer_flops(1.0, seq, m, m.moe_fraction)
+    qkv, proj, mlp, attn = layer_flops(1.0, seq, m, m.moe_fraction, imbalance=1.0)
     logits = 2.0 * seq * m.hidden * m.vocab
     return 3.0 * (m.layers * (qkv + proj + mlp + attn) + logits)
 

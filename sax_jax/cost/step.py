@@ -111,8 +111,12 @@ def step_time(P, d) -> Cost:
     act = mbs * seq / cp * m.hidden * ACT_BYTES
     tp_ar = coll.ring_allreduce_s(k_tp, act, alpha, bw)  # SP: all-gather + reduce-scatter, same volume
     tp_overlap = d.overlap == 2
+    # Sequence parallelism keeps only the scattered layer input, so the backward all-gathers it again for
+    # the weight gradients: one more all-gather per linear pair, 3 all-reduce equivalents per layer instead
+    # of 2 (Korthikanti et al. 2022, section 4.2.2).
+    tp_b_volume = 2.0 * tp_ar + jnp.where(T.seq_parallel > 0, tp_ar, 0.0)
     tp_f = jnp.where(tp_overlap, jnp.maximum(2.0 * tp_ar - lt["linear_fwd"], 0.0), 2.0 * tp_ar)
-    tp_b = jnp.where(tp_overlap, jnp.maximum(2.0 * tp_ar - 2.0 * lt["linear_fwd"], 0.0), 2.0 * tp_ar)
+    tp_b = jnp.where(tp_overlap, jnp.maximum(tp_b_volume - 2.0 * lt["linear_fwd"], 0.0), tp_b_volume)
 
     kv_chunk = 2.0 * mbs * (seq / cp) * 2.0 * m.kv_heads * m.head_dim / tp  # K and V, 16-bit
     a_cp, b_cp = coll._bottleneck(k_cp, alpha, bw)
@@ -153,7 +157,9 @@ def step_time(P, d) -> Cost:
 
     # ---- pipeline
     hop_levels = hops_per_level(pp, m_pp)
-    act_pp = mbs * seq / cp * m.hidden * ACT_BYTES / jnp.where(T.seq_parallel > 0, tp, 1.0)
+    # Megatron scatters pipeline messages over the TP group (and gathers them after the hop) even without
+    # sequence parallelism (Narayanan et al. 2021, section 4.1): each GPU sends 1/tp of the activation.
+    act_pp = mbs * seq / cp * m.hidden * ACT_BYTES / tp
     hop_cost = alpha + act_pp / bw_pp
     t_pipe, t_base, extra_warmup = pipeline_time_s(sched, pp, micro, v, t_f, t_b, t_w, hop_cost, hop_levels,
                                                    m_pp, k_pp)
