@@ -259,3 +259,18 @@ def test_space_beyond_int32(tmp_path):
     assert all(t["index"] > 2**33 for t in r.top)
     for name, metric in FRONTS.items():
         assert [p["index"] for p in r.pareto[name]] == _brute_front(c, metric, start)
+
+
+@pytest.mark.skipif(not os.environ.get("SAX_TEST_MULTIPROCESS"), reason="two extra compiles; SAX_TEST_MULTIPROCESS=1")
+def test_two_processes_identical_to_one(small, small_result, cache_dir):
+    """jax.distributed over two local CPU processes (one device each): the same result on every process."""
+    port = 12000 + os.getpid() % 20000
+    procs = [_cli([small, "--top", "12", "--chunk", "512", "--json", "--no-progress", "--coordinator",
+                   f"localhost:{port}", "--num-processes", "2", "--process-id", str(i)], env=_env(cache_dir))
+             for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err
+        res = json.loads(out[out.index("{"):])  # gloo may print a "[Gloo] Rank ... connected" line first
+        assert res["devices"] == 2
+        assert _digest(res) == _digest(small_result[0])

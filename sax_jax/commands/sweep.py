@@ -78,6 +78,14 @@ def run(args) -> int:
 
     from ..search.exhaustive import sweep  # jax import only when the command runs
 
+    if args.coordinator or args.distributed:  # multi-host: every process runs this same command
+        try:
+            jax.config.update("jax_cpu_collectives_implementation", "gloo")  # CPU hosts need a collective backend
+        except (AttributeError, ValueError):
+            pass
+        kw = {} if not args.coordinator else {"coordinator_address": args.coordinator,
+                                              "num_processes": args.num_processes, "process_id": args.process_id}
+        jax.distributed.initialize(**kw)  # without arguments: SLURM / Open MPI / TPU environments
     if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and not jax.config.jax_compilation_cache_dir:
         jax.config.update("jax_compilation_cache_dir", CACHE_DIR)  # a repeated sweep skips the compile
 
@@ -131,4 +139,9 @@ def register(sub):
     p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
     p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S", help="seconds between checkpoints")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--distributed", action="store_true",
+                   help="multi-host: jax.distributed.initialize() from the cluster environment (SLURM, MPI)")
+    p.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="multi-host by hand: coordinator address")
+    p.add_argument("--num-processes", type=int, default=None, metavar="N", help="with --coordinator")
+    p.add_argument("--process-id", type=int, default=None, metavar="I", help="with --coordinator")
     p.set_defaults(func=run)
