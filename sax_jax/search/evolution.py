@@ -1,0 +1,169 @@
+"""Evolutionary search: evosax strategies over the [0, 1]^n_axes genome (``genome.py``).
+
+A fifth of the budget first goes to a uniform sample (``genome.explore``) whose best points seed the strategy.
+ask/tell then runs under ``lax.scan``; each generation's population is decoded to digits and evaluated in ONE
+batched call of the problem's fitness (the vmapped model). The scan runs in a few segments so the caller can
+show progress between them; the compiled segment is reused (no retrace). Infeasible points get the finite
+penalized fitness of ``genome.penalized_fitness``; evosax minimizes, as do we. After the last generation the
+best point is polished by one- and two-axis moves (``genome.polish``) with the budget kept for it.
+
+Strategies (evosax 0.3 names in brackets): ``cma_es`` [CMA_ES], ``ga`` [SimpleGA], ``de``
+[DifferentialEvolution], ``sa`` [SimulatedAnnealing]. Same seed, same result: every random number comes from
+``jax.random.PRNGKey(seed)``.
+"""
+from __future__ import annotations
+
+import functools
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from evosax.algorithms import CMA_ES, DifferentialEvolution, SimpleGA, SimulatedAnnealing
+
+from .genome import (Archive, Problem, SearchResult, archive_init, archive_update, digits_to_genome,
+                     evaluate_digits, explore, explore_count, genome_to_digits, multi_polish, polish_reserve,
+                     safe_fitness)
+
+STRATEGIES = ("cma_es", "ga", "de", "sa")
+DEFAULT_STRATEGY = "de"  # the most reliable on the search-quality suite (benchmarks/search_quality.py)
+ALIASES = {"cma-es": "cma_es", "cmaes": "cma_es", "simple_ga": "ga", "genetic": "ga",
+           "differential_evolution": "de", "simulated_annealing": "sa", "annealing": "sa"}
+POPSIZE = {"cma_es": 32, "ga": 64, "de": 32, "sa": 16}
+POPULATION_BASED = ("ga", "de")
+N_SEGMENTS = 10
+BOUNDARY = 100.0  # weight of the CMA-ES boundary penalty (fitness units per squared gene overshoot)
+
+
+def strategy_name(name: str) -> str:
+    key = ALIASES.get(name.lower(), name.lower())
+    if key not in STRATEGIES:
+        raise ValueError(f"unknown evolution strategy {name!r}; strategies are: {', '.join(STRATEGIES)}")
+    return key
+
+
+@functools.lru_cache(maxsize=None)
+def _algorithm(strategy: str, popsize: int, n_axes: int, total_gens: int):
+    """The evosax object (cached: its identity is part of the jit cache key) and its params."""
+    solution = jnp.zeros((n_axes,), jnp.float32)
+    t = max(total_gens, 1)
+    if strategy == "cma_es":
+        algo = CMA_ES(popsize, solution)
+        params = algo.default_params.replace(std_init=jnp.asarray(0.3), std_min=0.05)
+    elif strategy == "ga":
+        algo = SimpleGA(popsize, solution, std_schedule=optax.exponential_decay(0.2, t, 0.1))
+        algo.elite_ratio = 0.25
+        params = algo.default_params.replace(crossover_rate=0.5)
+    elif strategy == "de":
+        algo = DifferentialEvolution(popsize, solution)
+        params = algo.default_params.replace(elitism=False, crossover_rate=0.5, differential_weight_min=0.5,
+                                             differential_weight_max=1.0)
+    elif strategy == "sa":
+        algo = SimulatedAnnealing(popsize, solution, std_schedule=optax.exponential_decay(0.3, t, 0.1))
+        params = algo.default_params.replace(temperature_init=1.0, temperature_limit=0.01,
+                                             temperature_decay=float(0.01 ** (1.0 / t)), boltzmann_constant=0.05)
+    else:
+        raise ValueError(strategy)
+    return algo, params
+
+
+def _init(problem: Problem, algo, es_params, key, strategy: str, popsize: int, seeds):
+    """Initial state from the explored points ``seeds`` = (digits, fitness, value), best first: a
+    population-based strategy starts from the best ``popsize`` of them, a distribution-based one is centred on
+    the best (the host-side evaluator is shared, so no extra compile of the model)."""
+    n = problem.n_axes
+    key, k_init, k_pop = jax.random.split(key, 3)
+    arc = archive_init(n)
+    s_digits, s_f, s_v = seeds
+    if len(s_f):
+        arc = archive_update(arc, jnp.asarray(s_digits[:1]), jnp.asarray(s_f[:1]), jnp.asarray(s_v[:1]))
+    if strategy in POPULATION_BASED:
+        if len(s_f) >= popsize:
+            pop = digits_to_genome(s_digits[:popsize], problem.radices)
+            f = jnp.asarray(s_f[:popsize])
+        else:
+            pop = jax.random.uniform(k_pop, (popsize, n))
+            digits = genome_to_digits(pop, problem.radices)
+            f, v = evaluate_digits(problem, digits)
+            arc = archive_update(arc, digits, jnp.asarray(f), jnp.asarray(v))
+            f = jnp.asarray(f)
+        state = algo.init(k_init, pop, f, es_params)
+    else:
+        mean = digits_to_genome(s_digits[0], problem.radices) if len(s_f) else jnp.full((n,), 0.5, jnp.float32)
+        state = algo.init(k_init, mean, es_params)
+    return key, state, arc
+
+
+@functools.partial(jax.jit, static_argnames=("fitness_fn", "radices", "strategy", "popsize", "total_gens",
+                                             "n_gens"))
+def _segment(aux, carry, es_params, *, fitness_fn, radices, strategy, popsize, total_gens, n_gens):
+    algo, _ = _algorithm(strategy, popsize, len(radices), total_gens)
+
+    def generation(carry, _):
+        key, state, arc = carry
+        key, k_ask, k_tell = jax.random.split(key, 3)
+        pop, state = algo.ask(k_ask, state, es_params)
+        if strategy != "cma_es":  # repair (Lamarckian): what is evaluated is what the strategy remembers
+            pop = jnp.clip(pop, 0.0, 1.0)
+        digits = genome_to_digits(pop, radices)
+        f, v = fitness_fn(aux, digits)  # the whole generation in one batched call
+        f = safe_fitness(f)
+        # CMA-ES samples outside [0, 1], where the clipped genome is a plateau it would drift on: a quadratic
+        # boundary penalty pulls the mean back (zero inside the box, so the archive is unaffected).
+        out = jnp.sum(jnp.square(pop - jnp.clip(pop, 0.0, 1.0)), axis=-1)
+        state, _ = algo.tell(k_tell, pop, f + BOUNDARY * out, state, es_params)
+        arc = archive_update(arc, digits, f, v)
+        return (key, state, arc), arc.value
+
+    return jax.lax.scan(generation, carry, None, length=n_gens)
+
+
+def plan(budget: int, popsize: int, reserve: int, population_based: bool) -> tuple:
+    """(generations per segment, segments, polish budget) so that evaluations stay <= budget."""
+    init = popsize if population_based else 0
+    gens = max((budget - reserve - init) // popsize, 1)
+    segments = min(N_SEGMENTS, gens)
+    per = gens // segments
+    return per, segments, budget - init - per * segments * popsize
+
+
+def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 5000, seed: int = 0,
+           popsize: int | None = None, do_polish: bool = True, do_explore: bool = True,
+           progress=None) -> SearchResult:
+    """Run one evosax strategy on ``problem`` with at most ``budget`` evaluations (unless the budget is below
+    one generation). ``progress(fraction, best_value)`` is called between segments."""
+    strategy = strategy_name(strategy)
+    popsize = int(popsize or POPSIZE[strategy])
+    if strategy == "de":
+        popsize = max(popsize, 4)
+    t0 = time.perf_counter()
+    key, k_explore = jax.random.split(jax.random.PRNGKey(seed))
+    n_explore = explore_count(problem, int(budget)) if do_explore else 0
+    seeds = explore(problem, k_explore, n_explore)
+    pop_init = strategy in POPULATION_BASED and n_explore < popsize
+    per, segments, left = plan(int(budget) - n_explore, popsize, polish_reserve(problem, int(budget)), pop_init)
+    total = per * segments
+    static = dict(fitness_fn=problem.fitness_fn, radices=tuple(problem.radices), strategy=strategy,
+                  popsize=popsize, total_gens=total)
+    algo, es_params = _algorithm(strategy, popsize, problem.n_axes, total)
+    carry = _init(problem, algo, es_params, key, strategy, popsize, seeds)
+    evaluations = n_explore + (popsize if pop_init else 0)
+    history = []
+    for s in range(segments):
+        carry, best = _segment(problem.aux, carry, es_params, n_gens=per, **static)
+        evaluations += per * popsize
+        history.append(np.asarray(best))
+        if progress is not None:
+            progress((s + 1) / segments, float(best[-1]))
+    arc: Archive = carry[2]
+    digits, fitness, value = np.asarray(arc.digits), float(arc.fitness), float(arc.value)
+    local = False
+    if do_polish and left > 0:  # the search's best, then the best explored points while budget remains
+        digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]],
+                                                           [fitness, *seeds[1][:2]], left, seed)
+        evaluations += used
+    return SearchResult(method="evolution", strategy=strategy, digits=np.asarray(digits), value=value,
+                        fitness=fitness, evaluations=evaluations, seconds=time.perf_counter() - t0,
+                        history=np.concatenate(history) if history else np.zeros(0), seed=seed,
+                        extras={"local_optimum": local, "popsize": popsize, "generations": total})

@@ -1,0 +1,359 @@
+"""Genome <-> design mapping, the search problem, and the local polish shared by every search.
+
+A search sees a **Problem**: mixed-radix digits (one per axis), a batched fitness function and, for the relaxed
+search, a smooth surrogate. A scenario becomes a Problem through ``scenario_problem``: numeric axes are ordered
+by value (neighbouring digits are neighbouring knob values, so a genome moves a knob monotonically), and
+the model (``cost.step_time``) is vmapped once inside the caller's jitted step, so a whole generation is one
+batched call. Synthetic problems (tests) plug in any pure ``fitness_fn(aux, digits)``.
+
+Fitness (minimized) is ``log(raw step time)`` for a feasible point; an infeasible point adds ``INFEASIBLE``
+plus ``PER_VIOLATION`` per violated constraint plus the log of its memory excess, so every infeasible point
+ranks below every feasible one, points closer to feasibility rank higher, and nothing is ever NaN or inf.
+All three objectives (step time, tokens/s, MFU) are monotone in the step time, so minimizing it serves each.
+
+The genome of the evolutionary strategies lives in [0, 1]^n_axes: gene g selects option floor(g * radix).
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..cost import step_time
+from ..params import build_params
+from ..space import AUTO, AXES, NUMERIC_AXES, Design
+
+INFEASIBLE = 8.0  # fitness offset of any infeasible point (e^8 ~ 3000x slower than its raw time)
+PER_VIOLATION = 1.0  # and per violated constraint
+WORST = 1e4  # a fitness that is not finite (cannot happen for the model; guards synthetic costs)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Problem:
+    """What a search optimizes. ``fitness_fn``/``smooth_fn`` are static (module-level functions, hashable);
+    ``aux`` is a pytree of arrays passed to them at run time, so scenarios with equal shapes share compiles."""
+    radices: tuple  # options per axis
+    fitness_fn: Callable  # (aux, digits int32 [B, n]) -> (fitness f32 [B] finite, exact f32 [B], +inf infeasible)
+    aux: Any
+    values: tuple = ()  # per axis: option values in digit order (numpy float), for the relaxation
+    relaxable: tuple = ()  # per axis: True where the pathwise relaxation applies (numeric, all >= 1, > 1 option)
+    smooth_fn: Callable | None = None  # (aux, digits int32 [n], relaxed f32 [n]) -> smooth scalar fitness
+    names: tuple = ()  # axis names (reporting)
+    scenario: Any = None
+    perm: tuple = ()  # per axis: digit -> index into the scenario's option list
+    numeric: tuple = ()  # per axis: True where options are ordered numbers (default: ``relaxable``)
+
+    @property
+    def n_axes(self) -> int:
+        return len(self.radices)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.radices, dtype=object))
+
+    @property
+    def neighbours(self) -> int:
+        """Designs that differ from one point in exactly one axis."""
+        return int(sum(r - 1 for r in self.radices))
+
+
+class SearchResult(NamedTuple):
+    method: str
+    strategy: str
+    digits: np.ndarray  # best point found (problem digit order)
+    value: float  # its exact objective (step time, +inf when no feasible point was found)
+    fitness: float  # its penalized fitness
+    evaluations: int  # model evaluations spent, polish included
+    seconds: float
+    history: np.ndarray  # best exact value after each generation / step (for progress and plots)
+    seed: int
+    extras: dict = {}  # method-specific diagnostics (e.g. the relaxed search's gradient checks)
+
+
+# ---------------------------------------------------------------------------------------------- genome
+def genome_to_digits(genome, radices: tuple):
+    """[..., n] genes (any real; clipped to [0, 1]) -> int32 digits [..., n]."""
+    r = jnp.asarray(radices, jnp.float32)
+    g = jnp.clip(jnp.nan_to_num(genome, nan=0.5), 0.0, 1.0)
+    return jnp.minimum(jnp.floor(g * r), r - 1).astype(jnp.int32)
+
+
+def digits_to_genome(digits, radices: tuple):
+    """Digits -> the centre of each option's gene interval."""
+    return (jnp.asarray(digits, jnp.float32) + 0.5) / jnp.asarray(radices, jnp.float32)
+
+
+def random_digits(key, shape: tuple, radices: tuple):
+    """Uniform digits [*shape, n]: a uniform sample of the whole space."""
+    keys = jax.random.split(key, len(radices))
+    cols = [jax.random.randint(k, shape, 0, r) for k, r in zip(keys, radices)]
+    return jnp.stack(cols, axis=-1).astype(jnp.int32)
+
+
+def safe_fitness(f):
+    return jnp.where(jnp.isfinite(f), f, WORST)
+
+
+# ---------------------------------------------------------------------------------------------- archive
+class Archive(NamedTuple):
+    """Best point seen so far (by penalized fitness, which orders feasible points by their exact value)."""
+    digits: jnp.ndarray  # int32 [n]
+    fitness: jnp.ndarray  # f32
+    value: jnp.ndarray  # f32 exact (+inf when infeasible)
+
+
+def archive_init(n_axes: int) -> Archive:
+    return Archive(jnp.zeros((n_axes,), jnp.int32), jnp.asarray(jnp.inf, jnp.float32),
+                   jnp.asarray(jnp.inf, jnp.float32))
+
+
+def archive_update(arc: Archive, digits, fitness, value) -> Archive:
+    """Keep the earliest best (argmin takes the first of ties: deterministic)."""
+    i = jnp.argmin(fitness)
+    better = fitness[i] < arc.fitness
+    return Archive(jnp.where(better, digits[i], arc.digits), jnp.where(better, fitness[i], arc.fitness),
+                   jnp.where(better, value[i], arc.value))
+
+
+# ---------------------------------------------------------------------------------------------- host-side evaluation
+@functools.partial(jax.jit, static_argnames=("fitness_fn",))
+def _evaluate(aux, digits, *, fitness_fn):
+    f, v = fitness_fn(aux, digits)
+    return safe_fitness(f), v
+
+
+def block_size(problem: Problem) -> int:
+    """Fixed batch of the host-side evaluator (a power of two >= one polish round): every host-side call of a
+    problem (polish, rounding, initial populations) pads to a multiple of it and so shares ONE compilation."""
+    return int(max(64, 1 << int(np.ceil(np.log2(sum(problem.radices))))))
+
+
+def evaluate_digits(problem: Problem, digits):
+    """(fitness, exact value) numpy arrays of digits [B, n], evaluated in padded blocks of ``block_size``."""
+    digits = np.asarray(digits, np.int32).reshape(-1, problem.n_axes)
+    b = block_size(problem)
+    n = digits.shape[0]
+    pad = np.zeros((-(-n // b) * b, problem.n_axes), np.int32)
+    pad[:n] = digits
+    fs, vs = [], []
+    for s in range(0, pad.shape[0], b):
+        f, v = _evaluate(problem.aux, jnp.asarray(pad[s:s + b]), fitness_fn=problem.fitness_fn)
+        fs.append(np.asarray(f))
+        vs.append(np.asarray(v))
+    return np.concatenate(fs)[:n], np.concatenate(vs)[:n]
+
+
+# ---------------------------------------------------------------------------------------------- exploration
+EXPLORE_FRACTION = 0.2  # of a search's budget spent on a uniform sample that seeds it
+
+
+def explore_count(problem: Problem, budget: int) -> int:
+    """Uniform samples that seed a search: a whole number of evaluator blocks, about a fifth of the budget."""
+    b = block_size(problem)
+    return int(b * (int(budget * EXPLORE_FRACTION) // b))
+
+
+def explore(problem: Problem, key, n: int):
+    """``n`` uniform samples, best first: (digits [n, axes], fitness [n], value [n]) as numpy arrays.
+    Random search at a fraction of the budget finds the right basin surprisingly often in these spaces; the
+    strategies start from its best points instead of from blind guesses."""
+    if n <= 0:
+        return (np.zeros((0, problem.n_axes), np.int32), np.zeros((0,), np.float32), np.zeros((0,), np.float32))
+    digits = np.asarray(random_digits(key, (n,), tuple(problem.radices)))
+    f, v = evaluate_digits(problem, digits)
+    order = np.argsort(f, kind="stable")
+    return digits[order], f[order], v[order]
+
+
+def multi_polish(problem: Problem, starts, fitnesses, budget: int, seed: int = 0):
+    """Polish each distinct start in turn (best first) while budget remains; keep the best result.
+    Returns (digits, fitness, value, evaluations, local_optimum)."""
+    best, used, seen = None, 0, set()
+    for d, f in zip(starts, fitnesses):
+        key = tuple(int(x) for x in np.asarray(d))
+        if key in seen or used >= budget:
+            continue
+        seen.add(key)
+        out = polish(problem, d, float(f), budget - used, seed)
+        used += out[3]
+        if best is None or out[1] < best[1]:
+            best = out
+    return best[0], best[1], best[2], used, best[4]
+
+
+# ---------------------------------------------------------------------------------------------- polish
+def neighbours_of(problem: Problem, digits) -> np.ndarray:
+    """Every design that differs from ``digits`` in exactly one axis [neighbours, n]."""
+    digits = np.asarray(digits, np.int32)
+    rows = []
+    for a, r in enumerate(problem.radices):
+        for k in range(r):
+            if k != digits[a]:
+                row = digits.copy()
+                row[a] = k
+                rows.append(row)
+    return np.asarray(rows, np.int32).reshape(-1, problem.n_axes)
+
+
+def _local_options(problem: Problem, digits, a: int) -> list:
+    """Options of axis a worth pairing with a move of another axis: all of a short or categorical axis; for a
+    long numeric axis the neighbours by value (+-1 option) and the options nearest half and twice the value
+    (the coupled moves that keep tp x cp x pp fixed)."""
+    r, d = problem.radices[a], int(digits[a])
+    numeric = problem.numeric[a] if problem.numeric else (problem.relaxable[a] if problem.relaxable else False)
+    if r <= 8 or not numeric:
+        return [k for k in range(r) if k != d]
+    vals = np.asarray(problem.values[a], np.float64)
+    picks = {d - 1, d + 1, int(np.argmin(np.abs(vals - vals[d] / 2))), int(np.argmin(np.abs(vals - vals[d] * 2)))}
+    return sorted(k for k in picks if 0 <= k < r and k != d)
+
+
+def pair_moves(problem: Problem, digits, limit: int, seed: int = 0) -> np.ndarray:
+    """Designs differing from ``digits`` in exactly two axes (``_local_options`` each); a deterministic random
+    subset of ``limit`` rows when there are more."""
+    digits = np.asarray(digits, np.int32)
+    opts = [_local_options(problem, digits, a) for a in range(problem.n_axes)]
+    rows = []
+    for a in range(problem.n_axes):
+        for b in range(a + 1, problem.n_axes):
+            for ka in opts[a]:
+                for kb in opts[b]:
+                    row = digits.copy()
+                    row[a], row[b] = ka, kb
+                    rows.append(row)
+    rows = np.asarray(rows, np.int32).reshape(-1, problem.n_axes)
+    if len(rows) > limit:
+        keep = np.sort(np.random.default_rng(seed).choice(len(rows), size=max(limit, 0), replace=False))
+        rows = rows[keep]
+    return rows
+
+
+def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0):
+    """Local search from ``digits``: steepest descent over one-axis moves (every neighbour in one batched
+    call per round); at a one-axis local optimum, one round of two-axis moves (coupled knobs such as
+    schedule + vpp or tp + pp), back to one-axis moves after an improvement. Never exceeds ``budget``.
+    Returns (digits, fitness, value, evaluations, local_optimum): ``local_optimum`` is True when no one-axis
+    change of the returned point is better (a certificate the search can report)."""
+    digits = np.asarray(digits, np.int32)
+    used, value, local = 0, None, False
+    while used < budget:
+        if used + problem.neighbours <= budget:
+            cand = neighbours_of(problem, digits)
+        else:
+            break
+        f, v = evaluate_digits(problem, cand)
+        used += len(cand)
+        i = int(np.argmin(f))
+        if f[i] < fitness:
+            digits, fitness, value = cand[i], float(f[i]), float(v[i])
+            continue
+        local = True
+        if budget - used <= 0:
+            break
+        cand = pair_moves(problem, digits, budget - used, seed)
+        if len(cand) == 0:
+            break
+        f, v = evaluate_digits(problem, cand)
+        used += len(cand)
+        i = int(np.argmin(f))
+        if not f[i] < fitness:
+            break
+        digits, fitness, value, local = cand[i], float(f[i]), float(v[i]), False
+    if value is None:
+        f, v = evaluate_digits(problem, digits[None])
+        value = float(v[0])
+    return digits, fitness, value, used, local
+
+
+def polish_reserve(problem: Problem, budget: int) -> int:
+    """Evaluations a search keeps for its polish: enough for two starts of a few one-axis rounds and one round
+    of pair moves each, at most a quarter of the budget."""
+    pairs = len(pair_moves(problem, np.zeros(problem.n_axes, np.int32), 1 << 30)) if problem.n_axes < 64 else 0
+    return int(min(budget // 4, 2 * (4 * problem.neighbours + pairs)))
+
+
+# ---------------------------------------------------------------------------------------------- scenarios
+def penalized_fitness(cost, hbm_bytes):
+    """Cost batch -> finite fitness to minimize (see module docstring)."""
+    log_t = jnp.log(jnp.maximum(cost.raw_step_time_s, 1e-30))
+    nviol = jnp.zeros_like(log_t)
+    for i in range(16):
+        nviol = nviol + ((cost.violation >> i) & 1).astype(jnp.float32)
+    excess = jnp.log(jnp.maximum(cost.memory_bytes / hbm_bytes, 1.0))
+    pen = jnp.where(cost.feasible, 0.0, INFEASIBLE + PER_VIOLATION * nviol + excess)
+    return safe_fitness(log_t + pen)
+
+
+def digits_design(tables, digits) -> Design:
+    return Design(*[tab[digits[..., i]] for i, tab in enumerate(tables)])
+
+
+def scenario_fitness(aux, digits):
+    """Batched fitness of a scenario: one vmapped call of the model."""
+    params, tables = aux
+    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
+    return penalized_fitness(cost, params.gpu.hbm_bytes), cost.step_time_s
+
+
+def scenario_smooth(aux, digits, relaxed):
+    """One point whose relaxable numeric axes take continuous values ``relaxed`` (others from ``digits``):
+    log raw step time plus a smooth memory penalty. Non-integer values are flagged NONINTEGER by the model,
+    which is exactly why the raw time is used; divisibility constraints are left to the exact evaluation."""
+    params, tables = aux
+    design = digits_design(tables, digits)
+    leaves = []
+    for i, ax in enumerate(AXES):
+        leaf = getattr(design, ax)
+        leaves.append(relaxed[i] if ax in NUMERIC_AXES else leaf)
+    c = step_time(params, Design(*leaves))
+    excess = jnp.maximum(c.memory_bytes / params.gpu.hbm_bytes - 1.0, 0.0)
+    return jnp.log(jnp.maximum(c.raw_step_time_s, 1e-30)) + 4.0 * excess
+
+
+def scenario_problem(scenario, params=None) -> Problem:
+    """A scenario's design space as a Problem; numeric axes in increasing value order."""
+    params = build_params(scenario) if params is None else params
+    tables, values, relaxable, perm = [], [], [], []
+    for ax, opts in zip(AXES, scenario.space.options):
+        numeric = ax in NUMERIC_AXES
+        order = tuple(np.argsort(np.asarray(opts, np.float64), kind="stable")) if numeric else \
+            tuple(range(len(opts)))
+        vals = np.asarray([opts[i] for i in order], np.float64)
+        perm.append(tuple(int(i) for i in order))
+        values.append(vals)
+        relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
+        tables.append(jnp.asarray(vals, jnp.float32 if numeric else jnp.int32))
+    return Problem(radices=scenario.space.radices, fitness_fn=scenario_fitness, aux=(params, tuple(tables)),
+                   values=tuple(values), relaxable=tuple(relaxable), smooth_fn=scenario_smooth, names=AXES,
+                   scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))
+
+
+def scenario_digits(problem: Problem, digits) -> list:
+    """Problem digits -> digits in the scenario's option order (for ``space.encode`` and the sweep's index)."""
+    return [int(p[int(d)]) for p, d in zip(problem.perm, np.asarray(digits))]
+
+
+def design_dict(problem: Problem, digits) -> dict:
+    """Host dict {axis: option name} of one point."""
+    sc = problem.scenario
+    if sc is None:
+        return {n: int(d) for n, d in zip(problem.names or range(problem.n_axes), np.asarray(digits))}
+    d = sc.space.decode_digits(jnp.asarray(scenario_digits(problem, digits), jnp.int32))
+    return sc.space.to_dict(d)
+
+
+def design_digits(problem: Problem, design) -> np.ndarray:
+    """Problem digits of a scalar Design whose values are among the options (e.g. a baseline); raises
+    ValueError naming the axis otherwise."""
+    out = []
+    for a, ax in enumerate(AXES):
+        v = float(np.asarray(getattr(design, ax)))
+        hits = np.flatnonzero(np.isclose(np.asarray(problem.values[a], np.float64), v))
+        if len(hits) == 0:
+            raise ValueError(f"{ax}={v:g} is not among the options of the space")
+        out.append(int(hits[0]))
+    return np.asarray(out, np.int32)

@@ -1,0 +1,174 @@
+"""Searches: evolution (evosax), relaxed (optax), random, baselines and `sax search`."""
+import json
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from sax_jax import load_scenario
+from sax_jax.search.baselines import baseline_costs, best_baseline
+from sax_jax.search.evolution import STRATEGIES, evolve
+from sax_jax.search.genome import (INFEASIBLE, Problem, digits_to_genome, genome_to_digits,
+                                   scenario_problem)
+from sax_jax.search.random_search import random_search
+from sax_jax.search.relaxed import relaxed_objective, relaxed_search
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HUGE = os.path.join(ROOT, "configs", "scenarios", "huge-four-buildings.yaml")
+
+# ------------------------------------------------------------------------------------ a synthetic cost
+BUDGET = 2000  # one budget for every synthetic run: equal plans share compilations
+RADICES = (6, 5, 7, 4, 6, 8)  # 40,320 points
+TARGET = np.array([4, 1, 5, 2, 3, 6])  # the known optimum (digits)
+WEIGHTS = np.array([1.0, 2.0, 0.5, 1.5, 1.0, 0.7])
+
+
+def quad_fitness(aux, digits):
+    """1 + weighted squared distance to TARGET (+ an interaction); digit 0 of axis 1 is infeasible."""
+    w, target = aux
+    d = digits.astype(jnp.float32)
+    value = 1.0 + jnp.sum(w * (d - target) ** 2, axis=-1) + 0.3 * ((d[..., 0] - target[0]) * (d[..., 2] - target[2])) ** 2
+    feasible = digits[..., 1] != 0
+    fitness = jnp.where(feasible, jnp.log(value), jnp.log(value) + INFEASIBLE)
+    return fitness, jnp.where(feasible, value, jnp.inf)
+
+
+def quad_smooth(aux, digits, relaxed):
+    w, target = aux
+    return jnp.log(1.0 + jnp.sum(w * (relaxed - (target + 1.0)) ** 2))  # option values are digit + 1
+
+
+def nan_fitness(aux, digits):
+    """Nothing is feasible and the cost itself is NaN/inf: a search must neither crash nor return NaN."""
+    bad = jnp.where(digits[..., 0] % 2 == 0, jnp.nan, jnp.inf)
+    return bad, jnp.full(digits.shape[:-1], jnp.inf)
+
+
+def quad_problem(fitness_fn=quad_fitness):
+    values = tuple(np.arange(1.0, r + 1.0) for r in RADICES)
+    return Problem(radices=RADICES, fitness_fn=fitness_fn,
+                   aux=(jnp.asarray(WEIGHTS, jnp.float32), jnp.asarray(TARGET, jnp.float32)),
+                   values=values, relaxable=(True,) * len(RADICES), smooth_fn=quad_smooth)
+
+
+def test_genome_roundtrip():
+    d = jnp.asarray([TARGET, [0, 0, 0, 0, 0, 0], [r - 1 for r in RADICES]], jnp.int32)
+    assert np.array_equal(genome_to_digits(digits_to_genome(d, RADICES), RADICES), d)
+    g = jnp.asarray([[-3.0, 7.0, jnp.nan, 0.999999, 1.0, 0.0]])
+    out = np.asarray(genome_to_digits(g, RADICES))[0]
+    assert out.tolist() == [0, 4, 3, 3, 5, 0]
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_evolution_finds_known_optimum(strategy):
+    pb = quad_problem()
+    for polish in (False, True):
+        r = evolve(pb, strategy, budget=BUDGET, seed=0, do_polish=polish)
+        assert r.evaluations <= BUDGET
+        assert np.array_equal(r.digits, TARGET), (strategy, polish, r.digits)
+        assert r.value == pytest.approx(1.0)
+
+
+def test_relaxed_finds_known_optimum():
+    pb = quad_problem()
+    for polish in (False, True):
+        r = relaxed_search(pb, budget=BUDGET, seed=0, do_polish=polish)
+        assert r.evaluations <= BUDGET
+        assert r.extras["gradients_finite"] and r.extras["mean_gradient_norm"] > 0
+        assert np.array_equal(r.digits, TARGET), (polish, r.digits)
+
+
+def test_random_search_respects_budget():
+    pb = quad_problem()
+    r = random_search(pb, budget=BUDGET, seed=0)
+    assert r.evaluations == BUDGET and np.isfinite(r.value) and r.value >= 1.0
+
+
+@pytest.mark.parametrize("method", ["cma_es", "ga", "de", "sa", "relaxed", "random"])
+def test_same_seed_same_result(method):
+    pb = quad_problem()
+    run = {"relaxed": lambda s: relaxed_search(pb, budget=BUDGET, seed=s),
+           "random": lambda s: random_search(pb, budget=BUDGET, seed=s)}.get(
+        method, lambda s: evolve(pb, method, budget=BUDGET, seed=s, do_polish=False))
+    a, b = run(3), run(3)
+    assert np.array_equal(a.digits, b.digits) and a.value == b.value and a.evaluations == b.evaluations
+    assert np.array_equal(a.history, b.history)
+
+
+def test_relaxed_gradient_finite_synthetic():
+    pb = quad_problem()
+    logits = jax.random.normal(jax.random.PRNGKey(0), (len(RADICES), max(RADICES)))
+    grad = jax.jit(jax.grad(lambda l, tau: relaxed_objective(pb, l, jax.random.PRNGKey(1), tau=tau)))
+    for tau in (1.0, 0.05):
+        g = grad(logits, tau)
+        assert bool(jnp.all(jnp.isfinite(g))) and float(jnp.abs(g).sum()) > 0
+
+
+@pytest.mark.parametrize("method", ["cma_es", "ga", "de", "sa", "relaxed", "random"])
+def test_infeasible_only_does_not_crash(method):
+    pb = quad_problem(nan_fitness)
+    if method == "relaxed":
+        r = relaxed_search(pb, budget=BUDGET, seed=0)
+    elif method == "random":
+        r = random_search(pb, budget=BUDGET, seed=0)
+    else:
+        r = evolve(pb, method, budget=BUDGET, seed=0)
+    assert r.value == np.inf and np.isfinite(r.fitness) and r.evaluations <= BUDGET
+
+
+def test_unknown_strategy_is_a_clear_error():
+    with pytest.raises(ValueError, match="strategies are"):
+        evolve(quad_problem(), "nope", budget=100)
+
+
+# ------------------------------------------------------------------------------------ the real model
+@pytest.fixture(scope="module")
+def huge():
+    sc = load_scenario(HUGE)
+    return sc, scenario_problem(sc)
+
+
+def test_huge_space_is_beyond_exhaustive(huge):
+    sc, pb = huge
+    assert sc.space.size > 10 ** 15 and pb.size == sc.space.size
+    assert {"production", "crosspipe"} <= set(sc.baselines)
+
+
+def test_penalty_orders_feasible_before_infeasible(huge):
+    sc, pb = huge
+    from sax_jax.search.genome import design_digits, evaluate_digits, random_digits
+    digits = random_digits(jax.random.PRNGKey(0), (256,), pb.radices)
+    base = jnp.asarray(np.stack([design_digits(pb, sc.baseline_design(n)) for n in sc.baselines]))
+    f, v = evaluate_digits(pb, jnp.concatenate([digits, base]))
+    assert bool(jnp.all(jnp.isfinite(f)))
+    feas = jnp.isfinite(v)
+    assert bool(jnp.all(feas[-len(sc.baselines):]))  # the baselines are feasible
+    assert bool(jnp.any(~feas))
+    assert float(jnp.max(jnp.where(feas, f, -jnp.inf))) < float(jnp.min(jnp.where(feas, jnp.inf, f)))
+
+
+def test_huge_evolution_beats_best_baseline(huge, capsys):
+    """`sax search --json` on a 1.3e15-point space with 3000 evaluations: faster than every named baseline."""
+    from sax_jax.cli import main
+    sc, _ = huge
+    assert main(["search", HUGE, "--method", "evolution", "--budget", "3000", "--seed", "0", "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["method"] == "evolution" and rec["evaluations"] <= 3000 and rec["seconds"] > 0
+    assert set(rec["speedup_vs"]) == set(sc.baselines)
+    _, best_t = best_baseline(baseline_costs(sc))
+    assert rec["best"]["step_time_s"] is not None and rec["best"]["step_time_s"] < best_t
+    assert all(s > 1.0 for s in rec["speedup_vs"].values())
+    assert set(rec["best"]["design"]) >= {"tp", "pp", "qps", "channels", "schedule"}
+
+
+def test_huge_relaxed_beats_best_baseline_with_finite_gradients(huge):
+    """The relaxed search on the real model: every score-function + pathwise gradient finite and non-zero,
+    and the result beats the best baseline."""
+    sc, pb = huge
+    r = relaxed_search(pb, budget=3000, seed=0)
+    assert r.extras["gradients_finite"] and r.extras["mean_gradient_norm"] > 0
+    assert r.evaluations <= 3000
+    _, best_t = best_baseline(baseline_costs(sc))
+    assert np.isfinite(r.value) and r.value < best_t
