@@ -86,7 +86,8 @@ def run(args) -> int:
         kw = {} if not args.coordinator else {"coordinator_address": args.coordinator,
                                               "num_processes": args.num_processes, "process_id": args.process_id}
         jax.distributed.initialize(**kw)  # without arguments: SLURM / Open MPI / TPU environments
-    if not os.environ.get("JAX_COMPILATION_CACHE_DIR") and not jax.config.jax_compilation_cache_dir:
+    cache_set = os.environ.get("JAX_COMPILATION_CACHE_DIR") or getattr(jax.config, "jax_compilation_cache_dir", None)
+    if not cache_set:
         jax.config.update("jax_compilation_cache_dir", CACHE_DIR)  # a repeated sweep skips the compile
 
     scenario = load_scenario(args.scenario)
