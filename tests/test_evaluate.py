@@ -77,17 +77,3 @@ def test_python_api_roundtrip(default_scenario):
     assert as_dict["tp"] == 4 and as_dict["placement"] == "tp-cp-pp-dp"
     assert as_dict["schedule"] == default_scenario.baselines["production"]["schedule"]
 
-
-def test_grid_evaluator_equals_flat(default_scenario, default_params):
-    from sax_jax.evaluate import GridEvaluator
-    grid = GridEvaluator(default_scenario.space)
-    outer_start = 1234
-    fn = jax.jit(lambda p, d: grid(p, d, 2))
-    cost, in_range = fn(default_params, jax.numpy.asarray(grid.outer_digits(outer_start)))
-    assert bool(in_range.all()) and cost.raw_step_time_s.shape == (2 * grid.block,)
-    rng = np.random.default_rng(3)
-    offs = rng.integers(0, 2 * grid.block, 256)
-    idx = outer_start * grid.block + offs
-    flat = evaluate_batch(default_params, default_scenario.space.decode(jax.numpy.asarray(idx, jax.numpy.int32)))
-    np.testing.assert_allclose(np.asarray(cost.raw_step_time_s)[offs], np.asarray(flat.raw_step_time_s), rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(cost.violation)[offs], np.asarray(flat.violation))
