@@ -184,9 +184,11 @@ def step_time(P, d) -> Cost:
     # ---- failures: a failed link on any level a group crosses stalls the step for the reroute time
     k_all = jnp.stack([k_tp, k_cp, k_pp, k_dp])
     crossed = jnp.max(spans(k_all), axis=0)
+    # stall_per_s depends on placement and transport only, so a grid evaluation computes it once per pair
+    stall_per_s = jnp.sum(crossed * net.fail_per_s) * tr.reroute_s[d.transport]
     pre_stall = t_pipe + dp_step + optimizer
-    stall = pre_stall * jnp.sum(crossed * net.fail_per_s) * tr.reroute_s[d.transport]
-    total = pre_stall + stall
+    total = pre_stall * (1.0 + stall_per_s)
+    stall = total - pre_stall
 
     # ---- memory (first stage)
     state = (model_state_bytes(dense_p, jnp.where(d.sharding == 4, shard_hsdp, shard), d.sharding, T)
