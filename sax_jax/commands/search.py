@@ -47,11 +47,12 @@ def run_search(scenario, method: str, strategy: str | None = None, budget: int =
         return _exhaustive(scenario, progress is not None)
     problem = scenario_problem(scenario)
     if method == "evolution":
-        from ..search.evolution import DEFAULT_STRATEGY, evolve, strategy_name
+        from ..search.evolution import DEFAULT_STRATEGY, STRATEGIES, evolve, strategy_name
         try:
             name = strategy_name(strategy or DEFAULT_STRATEGY)
-        except ValueError as err:
-            raise ConfigError(None, "--strategy", strategy, "unknown evolution strategy", str(err)) from None
+        except ValueError:
+            raise ConfigError(None, "--strategy", strategy, "unknown evolution strategy",
+                              f"strategies are: {', '.join(STRATEGIES)}") from None
         result = evolve(problem, name, budget=budget, seed=seed, progress=progress)
     elif method == "relaxed":
         from ..search.relaxed import relaxed_search
@@ -124,7 +125,7 @@ def run(args) -> int:
 
 def register(sub):
     p = sub.add_parser("search", help="search a design space (exhaustive, evolution, relaxed, random)")
-    p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/huge-two-buildings.yaml")
+    p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/huge-four-buildings.yaml")
     p.add_argument("--method", choices=METHODS, default="evolution", help="search method (default: evolution)")
     p.add_argument("--strategy", default=None,
                    help="evolution strategy: cma_es, ga, de (differential evolution), sa (simulated "
