@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-from sax_jax import validate as V  # noqa: E402
+from sax_jax import validation as V  # noqa: E402
 from sax_jax.config import load_gpu  # noqa: E402
 
 NAMES = ("gemm_max", "gemm_half_flops", "attention_max", "memory_bound", "nvlink_bus", "network_bus",

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import pytest
 
 from sax_jax import cli
-from sax_jax import validate as V
+from sax_jax import validation as V
 from sax_jax.cost.memory import activation_bytes_per_layer, model_state_bytes, params_per_gpu
 from sax_jax.params import build_params
 

@@ -7,7 +7,6 @@ Same seed, same result. ``--json`` prints one object: {"method", "best": {"desig
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from rich.console import Console
@@ -16,9 +15,7 @@ from rich.table import Table
 
 from ..config import load_scenario
 from ..report import fmt_time
-from ..specs import ConfigError
-
-METHODS = ("exhaustive", "evolution", "relaxed", "random")
+from ..search.runner import METHODS, run_search
 
 
 def _progress_bar(enabled: bool):
@@ -32,52 +29,6 @@ def _progress_bar(enabled: bool):
     def update(fraction, best):
         bar.update(task, completed=fraction, best=fmt_time(best))
     return bar, update
-
-
-def run_search(scenario, method: str, strategy: str | None = None, budget: int = 5000, seed: int = 0,
-               progress=None) -> dict:
-    """One search as a JSON-ready record (the Python API behind `sax search`)."""
-    from ..search.baselines import search_record
-    from ..search.genome import scenario_problem
-    if method not in METHODS:
-        raise ConfigError(None, "--method", method, "unknown search method", f"methods: {', '.join(METHODS)}")
-    if budget < 1:
-        raise ConfigError(None, "--budget", budget, "must be a positive number of evaluations")
-    if method == "exhaustive":
-        return _exhaustive(scenario, progress is not None)
-    problem = scenario_problem(scenario)
-    if method == "evolution":
-        from ..search.evolution import DEFAULT_STRATEGY, STRATEGIES, evolve, strategy_name
-        try:
-            name = strategy_name(strategy or DEFAULT_STRATEGY)
-        except ValueError:
-            raise ConfigError(None, "--strategy", strategy, "unknown evolution strategy",
-                              f"strategies are: {', '.join(STRATEGIES)}") from None
-        result = evolve(problem, name, budget=budget, seed=seed, progress=progress)
-    elif method == "relaxed":
-        from ..search.relaxed import relaxed_search
-        result = relaxed_search(problem, budget=budget, seed=seed, progress=progress)
-    else:
-        from ..search.random_search import random_search
-        result = random_search(problem, budget=budget, seed=seed)
-    return search_record(problem, result, budget)
-
-
-def _exhaustive(scenario, show_progress: bool) -> dict:
-    from ..search.baselines import baseline_costs, speedups
-    from ..search.exhaustive import sweep  # written alongside; imported lazily
-    res = sweep(scenario, top_k=10, progress=show_progress)
-    top = res.top[0] if res.top else None
-    t = top["step_time_s"] if top is not None else None
-    t = t if t is not None and math.isfinite(t) else None
-    base = baseline_costs(scenario)
-    best = dict(top) if top is not None else {"design": None, "step_time_s": None}
-    best["step_time_s"] = t
-    return {"scenario": scenario.name, "method": "exhaustive", "strategy": None, "seed": None, "budget": None,
-            "objective": scenario.objective, "best": best, "evaluations": int(res.n_designs),
-            "space_size": scenario.space.size, "fraction_of_space": res.n_designs / float(scenario.space.size),
-            "seconds": res.seconds, "n_feasible": int(res.n_feasible),
-            "baselines": {n: b["step_time_s"] for n, b in base.items()}, "speedup_vs": speedups(base, t)}
 
 
 def print_record(rec: dict, console: Console | None = None):

@@ -11,7 +11,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
-from ..validate import METRICS, validate
+from ..validation import METRICS, validate
 
 CALCULON = {"korthikanti2022": "Calculon 3.65% / 8.87%"}  # Isaev et al., SC23: MAPE / max
 

@@ -1,0 +1,54 @@
+"""One search of a scenario by name of method: the Python API behind `sax search` (``sax_jax.search``)."""
+from __future__ import annotations
+
+import math
+
+from ..specs import ConfigError
+
+METHODS = ("exhaustive", "evolution", "relaxed", "random")
+
+
+def run_search(scenario, method: str, strategy: str | None = None, budget: int = 5000, seed: int = 0,
+               progress=None) -> dict:
+    """One search as a JSON-ready record (the Python API behind `sax search`)."""
+    from .baselines import search_record
+    from .genome import scenario_problem
+    if method not in METHODS:
+        raise ConfigError(None, "--method", method, "unknown search method", f"methods: {', '.join(METHODS)}")
+    if budget < 1:
+        raise ConfigError(None, "--budget", budget, "must be a positive number of evaluations")
+    if method == "exhaustive":
+        return _exhaustive(scenario, progress is not None)
+    problem = scenario_problem(scenario)
+    if method == "evolution":
+        from .evolution import DEFAULT_STRATEGY, STRATEGIES, evolve, strategy_name
+        try:
+            name = strategy_name(strategy or DEFAULT_STRATEGY)
+        except ValueError:
+            raise ConfigError(None, "--strategy", strategy, "unknown evolution strategy",
+                              f"strategies are: {', '.join(STRATEGIES)}") from None
+        result = evolve(problem, name, budget=budget, seed=seed, progress=progress)
+    elif method == "relaxed":
+        from .relaxed import relaxed_search
+        result = relaxed_search(problem, budget=budget, seed=seed, progress=progress)
+    else:
+        from .random_search import random_search
+        result = random_search(problem, budget=budget, seed=seed)
+    return search_record(problem, result, budget)
+
+
+def _exhaustive(scenario, show_progress: bool) -> dict:
+    from .baselines import baseline_costs, speedups
+    from .exhaustive import sweep  # written alongside; imported lazily
+    res = sweep(scenario, top_k=10, progress=show_progress)
+    top = res.top[0] if res.top else None
+    t = top["step_time_s"] if top is not None else None
+    t = t if t is not None and math.isfinite(t) else None
+    base = baseline_costs(scenario)
+    best = dict(top) if top is not None else {"design": None, "step_time_s": None}
+    best["step_time_s"] = t
+    return {"scenario": scenario.name, "method": "exhaustive", "strategy": None, "seed": None, "budget": None,
+            "objective": scenario.objective, "best": best, "evaluations": int(res.n_designs),
+            "space_size": scenario.space.size, "fraction_of_space": res.n_designs / float(scenario.space.size),
+            "seconds": res.seconds, "n_feasible": int(res.n_feasible),
+            "baselines": {n: b["step_time_s"] for n, b in base.items()}, "speedup_vs": speedups(base, t)}
