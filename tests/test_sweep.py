@@ -132,6 +132,11 @@ def test_top_k_and_counts_match_brute_force(small_scenario, small_result, small_
     # records are evaluated alone (batch of one): equal to the batched brute force up to float32 rounding
     np.testing.assert_allclose([t["step_time_s"] for t in r["top"]], small_brute["step_time_s"][expect], rtol=1e-6)
     assert r["complete"] and r["devices"] == 1
+    # reported as a speedup over the scenario's baselines (here the implicit first-options design)
+    base = small_scenario.baseline_design()
+    base_t = sx.evaluate_one(small_scenario, base)
+    expected = base_t["step_time_s"] / r["top"][0]["step_time_s"] if base_t["feasible"] else None
+    assert r["speedup_vs"]["first-options"] == (pytest.approx(expected, rel=1e-5) if expected else None)
 
 
 def test_pareto_fronts_match_brute_force(small_result, small_brute):

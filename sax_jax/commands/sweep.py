@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..config import load_scenario
+from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time
 from ..search.checkpoint import ResumeError
 from ..space import AXES
@@ -112,10 +113,18 @@ def run(args) -> int:
         return 130
     if args.out:
         write_outputs(result, args.out)
+    base = baseline_costs(scenario)
+    best_s = result.top[0]["step_time_s"] if result.top else None
+    speedup_vs = speedups(base, best_s)
     if args.json:
-        print(json.dumps(summary(result), indent=2, allow_nan=False, default=str))
+        print(json.dumps({**summary(result), "baselines": {n: b["step_time_s"] for n, b in base.items()},
+                          "speedup_vs": speedup_vs}, indent=2, allow_nan=False, default=str))
     else:
         print_result(result, console, scenario.space)
+        for name, ratio in speedup_vs.items():
+            t = base[name]["step_time_s"]
+            console.print(f"best vs baseline {name} ({fmt_time(t) if t else 'infeasible'}): "
+                          + (f"{ratio:.2f}x faster" if ratio else "n/a"))
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
     return 0
