@@ -127,6 +127,9 @@ def run(args) -> int:
                           + (f"{ratio:.2f}x faster" if ratio else "n/a"))
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
+    if args.plot:
+        from ..plots import plot_sweep
+        console.print(f"wrote {plot_sweep(result, args.plot, base)}")
     return 0
 
 
@@ -145,6 +148,7 @@ def register(sub):
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
     p.add_argument("--devices", type=int, default=None, metavar="N", help="use the first N devices (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--plot", default=None, metavar="PNG", help="write the Pareto fronts, top-k and baselines as a plot")
     p.add_argument("--max-designs", type=_count, default=None, metavar="N", help="sweep only the first N designs")
     p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
     p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S", help="seconds between checkpoints")

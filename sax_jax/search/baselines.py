@@ -23,7 +23,8 @@ def baseline_costs(scenario) -> dict:
         cost = evaluate_one(scenario, design)
         out[name] = {"design": scenario.space.to_dict(design),
                      "step_time_s": cost["step_time_s"] if cost["feasible"] else None,
-                     "feasible": cost["feasible"]}
+                     "feasible": cost["feasible"], "memory_bytes": cost["memory_bytes"],
+                     "cross_building_bytes": cost["cross_building_bytes"]}
     return out
 
 
