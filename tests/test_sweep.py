@@ -19,12 +19,16 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
 CHUNK = 16  # small blocks: many blocks per sweep, so merges across blocks are exercised
 
-SMALL = """
-name: sweep-small
+# what the small and huge sweep scenarios share: GPT-3 175B on the 1024-GPU Selene slice
+HEADER = """
 model: {configs}/models/gpt3-175B.yaml
 system: {configs}/systems/selene-a100.yaml
 transports: {configs}/network/transports.yaml
 training: {{global_batch_sequences: 1536, seq_len: 2048, precision: fp16, flash_attention: false}}
+"""
+
+SMALL = HEADER + """
+name: sweep-small
 space:
   tp: [1, 2, 4, 8]
   pp: [1, 2, 4, 8, 16, 32]
@@ -223,12 +227,8 @@ def test_changed_scenario_refuses_resume(tmp_path, small_scenario, small_result,
     assert p.returncode == 2 and "cannot resume" in err
 
 
-HUGE = """
+HUGE = HEADER + """
 name: sweep-huge
-model: {configs}/models/gpt3-175B.yaml
-system: {configs}/systems/selene-a100.yaml
-transports: {configs}/network/transports.yaml
-training: {{global_batch_sequences: 1536, seq_len: 2048, precision: fp16, flash_attention: false}}
 space:
   tp: [1, 2, 4, 8]
   cp: [1, 2, 4]
