@@ -12,7 +12,7 @@ from .placement import spans
 _BIG = 1e30
 
 
-def _bottleneck(k, alpha, bw):
+def bottleneck(k, alpha, bw):
     """Worst latency and bandwidth among the levels the group spans (neutral values if it spans none)."""
     s = spans(k) > 0
     any_span = jnp.any(s)
@@ -24,7 +24,7 @@ def _bottleneck(k, alpha, bw):
 def ring_allreduce_s(k, size_bytes, alpha, bw):
     """2(n-1) alpha + 2 (n-1)/n S/B."""
     n = jnp.prod(k)
-    a, b = _bottleneck(k, alpha, bw)
+    a, b = bottleneck(k, alpha, bw)
     return 2.0 * (n - 1.0) * a + 2.0 * (n - 1.0) / n * size_bytes / b
 
 
@@ -36,7 +36,7 @@ def ring_reduce_scatter_s(k, size_bytes, alpha, bw):
 def tree_allreduce_s(k, size_bytes, alpha, bw):
     """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast)."""
     n = jnp.prod(k)
-    _, b = _bottleneck(k, alpha, bw)
+    _, b = bottleneck(k, alpha, bw)
     lat = 2.0 * jnp.sum(jnp.log2(jnp.maximum(k, 1.0)) * alpha)
     return jnp.where(n > 1.0 + 1e-6, lat + 2.0 * size_bytes / b, 0.0)
 
@@ -48,20 +48,10 @@ def hierarchical_allreduce_s(k, size_bytes, alpha, bw):
     return jnp.sum(per_level)
 
 
-def hierarchical_reduce_scatter_s(k, size_bytes, alpha, bw):
-    return 0.5 * hierarchical_allreduce_s(k, size_bytes, alpha, bw)
 
 
-def allreduce_s(algo, k, size_bytes, alpha, bw):
-    """algo: 0 ring, 1 tree, 2 hierarchical (space.DP_ALGOS)."""
-    return jnp.select([algo == 0, algo == 1],
-                      [ring_allreduce_s(k, size_bytes, alpha, bw), tree_allreduce_s(k, size_bytes, alpha, bw)],
-                      hierarchical_allreduce_s(k, size_bytes, alpha, bw))
 
 
-def reduce_scatter_s(algo, k, size_bytes, alpha, bw):
-    """NCCL has no tree reduce-scatter: 'tree' costs half a tree all-reduce (its reduce phase)."""
-    return 0.5 * allreduce_s(algo, k, size_bytes, alpha, bw)
 
 
 def all_to_all_s(m, k, size_bytes, alpha, bw):

@@ -20,7 +20,7 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 """
 import jax.numpy as jnp
 
-from .collectives import allreduce_s
+from .collectives import hierarchical_allreduce_s, tree_allreduce_s
 from .placement import spans
 
 BUCKET_PARAMS = 4e7  # Megatron's default DDP bucket (40M parameters)
@@ -38,12 +38,11 @@ def multirail_ring_reduce_scatter_s(k, size_bytes, alpha, bw):
 
 
 def _allreduce_s(algo, k, size_bytes, alpha, bw):
-    return jnp.where(algo == 0, 2.0 * multirail_ring_reduce_scatter_s(k, size_bytes, alpha, bw),
-                     allreduce_s(algo, k, size_bytes, alpha, bw))
-
-
-def _reduce_scatter_s(algo, k, size_bytes, alpha, bw):
-    return 0.5 * _allreduce_s(algo, k, size_bytes, alpha, bw)
+    """algo (space.DP_ALGOS): 0 multi-rail ring, 1 tree, 2 hierarchical."""
+    return jnp.select([algo == 0, algo == 1],
+                      [2.0 * multirail_ring_reduce_scatter_s(k, size_bytes, alpha, bw),
+                       tree_allreduce_s(k, size_bytes, alpha, bw)],
+                      hierarchical_allreduce_s(k, size_bytes, alpha, bw))
 
 
 def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha, bw):
@@ -52,9 +51,11 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
     k_dp: participants per level of the whole group; k_inner/k_outer: the same split at the building
     boundary (hsdp shards inside, replicates across).
     """
+    # reduce-scatter and all-gather each cost half an all-reduce of the same size (NCCL has no tree
+    # reduce-scatter: 'tree' charges half a tree all-reduce, its reduce phase)
     ar = _allreduce_s(algo, k_dp, grad_bytes, alpha, bw)
-    rs = _reduce_scatter_s(algo, k_dp, grad_bytes, alpha, bw)
-    ag = _reduce_scatter_s(algo, k_dp, param_bytes, alpha, bw)
+    rs = 0.5 * ar
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha, bw)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
     hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha, bw)
     grad = jnp.select([sharding == 0, sharding <= 2, sharding == 3], [ar, rs, 0.0], hsdp_cross)

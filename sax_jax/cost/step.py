@@ -119,7 +119,7 @@ def step_time(P, d) -> Cost:
     tp_b = jnp.where(tp_overlap, jnp.maximum(tp_b_volume - 2.0 * lt["linear_fwd"], 0.0), tp_b_volume)
 
     kv_chunk = 2.0 * mbs * (seq / cp) * 2.0 * m.kv_heads * m.head_dim / tp  # K and V, 16-bit
-    a_cp, b_cp = coll._bottleneck(k_cp, alpha, bw)
+    a_cp, b_cp = coll.bottleneck(k_cp, alpha, bw)
     cp_ring = (cp - 1.0) * (a_cp + kv_chunk / b_cp)  # ring attention: overlapped with the attention core
     cp_f = jnp.maximum(cp_ring - lt["attn_fwd"], 0.0)
     cp_b = jnp.maximum(2.0 * cp_ring - 2.0 * lt["attn_fwd"], 0.0)
