@@ -28,8 +28,10 @@ def as_batch(design: Design) -> Design:
     """Scalar leaves -> batch of one; cast leaves to the model's dtypes."""
     leaves = []
     for ax in AXES:
-        x = jnp.asarray(getattr(design, ax))
-        x = x.astype(jnp.float32 if ax in NUMERIC_AXES else jnp.int32)
+        x = getattr(design, ax)
+        dtype = np.float32 if ax in NUMERIC_AXES else np.int32
+        # host values stay numpy (one transfer at the jit call); device values are cast on device
+        x = x.astype(dtype) if isinstance(x, jax.Array) else np.asarray(x, dtype)
         leaves.append(x[None] if x.ndim == 0 else x)
     return Design(*leaves)
 

@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -111,6 +112,9 @@ class DesignSpace:
         return [decode_option(axis, v, self.transport_names) for v in self.options[AXES.index(axis)]]
 
     # -- flat index <-> digits <-> Design ------------------------------------------------------------
+    def _host_tables(self):
+        return [np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32) for ax, o in zip(AXES, self.options)]
+
     def _tables(self):
         return [jnp.asarray(np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32))
                 for ax, o in zip(AXES, self.options)]
@@ -126,10 +130,15 @@ class DesignSpace:
         return digits[::-1]
 
     def decode_digits(self, digits) -> Design:
-        """digits: int32 array [..., n_axes] -> Design (gathers option values)."""
-        digits = jnp.asarray(digits, jnp.int32)
-        leaves = [tab[digits[..., i]] for i, tab in enumerate(self._tables())]
-        return Design(*leaves)
+        """digits: int32 array [..., n_axes] -> Design (gathers option values).
+
+        Host digits (numpy, lists) give numpy leaves, without a device round trip per leaf; device or traced
+        digits give device leaves."""
+        if isinstance(digits, jax.Array):
+            tables, digits = self._tables(), jnp.asarray(digits, jnp.int32)
+        else:
+            tables, digits = self._host_tables(), np.asarray(digits, np.int32)
+        return Design(*[tab[digits[..., i]] for i, tab in enumerate(tables)])
 
     def decode(self, index) -> Design:
         """Flat int32 index (any shape, < 2**31) -> Design, on device."""

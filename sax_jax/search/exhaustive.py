@@ -29,14 +29,12 @@ from ..params import build_params
 from ..space import AXES
 from . import checkpoint as ckpt
 from . import pareto, topk
-from .grid import (IDX_BITS, MAX_BLOCK, choose_layout, flat_costs, global_index, grid_costs, group_min,
-                   join_index, positions, split_index)
+from .grid import IDX_BITS, MAX_BLOCK, choose_layout, global_index, grid_costs, join_index, positions, split_index
 from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
 FRONT_SIZE = 512
-GROUPS_PER_ROUND = 64  # front candidate groups per device per exact round
-GROUP_MIN = 4  # designs per group (at least): groups are reduced on the grid, candidates re-evaluated exactly
+SELECT = 512  # front survivors merged per device per round
 CPU_CHUNK = 1 << 20  # designs per device per block
 ACCEL_CHUNK = 1 << 23
 _shard_map = getattr(jax, "shard_map", None)
@@ -100,17 +98,19 @@ def _default_chunk(devs) -> int:
 def _build_step(scenario, layout, rows: int, k: int, mesh):
     """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
 
-    Per device: grid-evaluate its rows and reduce each group of ``layout.group_n`` consecutive designs to its
-    minimum objective key, minimum time and minimum of each front metric (fused reductions: the full-size
-    Cost is never written to memory). Only groups that can change the result are then evaluated design by
-    design (flat vmap path, bit-identical): the k groups with the best minimum key, and for each front the
-    groups whose corner (min t, min y) no front point dominates, ``GROUPS_PER_ROUND`` per device per round.
+    Per device: grid-evaluate its rows into four flat arrays (objective key, step time and the two front
+    metrics; +inf where infeasible or outside the range). The top-k takes the k best local keys (skipped when
+    none beats the running k-th) and merges the all-gathered candidates. Each front filters the block's points
+    through the front's staircase tables (one gather per point); if more than ``SELECT`` survive on any device,
+    through the block's own staircase too (a scatter-min per table: real points of the range dominate as
+    well as front points). Survivors are then merged ``SELECT`` per device per round, fastest first, until
+    none is left; each merge tightens the tables, so later survivors mostly drop out unmerged.
     """
     space, objective, n_axes, radices = scenario.space, scenario.objective, len(AXES), scenario.space.radices
-    n_loc, gsize = rows * layout.inner_n, layout.group_n
-    n_groups = n_loc // gsize
+    n_loc = rows * layout.inner_n
     metrics = tuple(FRONTS.values())
-    per_round = min(GROUPS_PER_ROUND, n_groups)
+    n_sel = min(SELECT, n_loc)
+    kk = min(k, n_loc)
 
     def body(state, scal, params):
         state = jax.tree_util.tree_map(lambda x: x[0], state)
@@ -118,54 +118,60 @@ def _build_step(scenario, layout, rows: int, k: int, mesh):
                                                   scal[n_axes + 2], scal[n_axes + 3])
         dev_off = jax.lax.axis_index("d").astype(jnp.int32) * n_loc
         gather = lambda x: jax.lax.all_gather(x, "d", tiled=True)  # noqa: E731
-        any_left = lambda c: jax.lax.pmax(c, "d")  # noqa: E731
+        anywhere = lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0  # noqa: E731
 
-        # ---- grid pass: group minima only
         cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
         pos = dev_off + positions(layout, radices, rows)
         ok = (pos >= first) & (pos < limit) & cost.feasible
-        g_key = group_min(topk.clean_key(_objective_key(cost, objective), ok), layout)
-        g_t = group_min(jnp.where(ok, cost.step_time_s, jnp.inf), layout)
-        g_y = [group_min(jnp.where(ok, getattr(cost, m), jnp.inf), layout) for m in metrics]
-        n_ok = jax.lax.psum(jnp.sum(ok, dtype=jnp.int32), "d")
-        g_off = dev_off + jnp.arange(n_groups, dtype=jnp.int32) * gsize
+        t = jnp.where(ok, cost.step_time_s, jnp.inf)
+        # a second grid output would be a second fusion that evaluates the whole model again
+        key = t if objective == "step_time_s" else topk.clean_key(_objective_key(cost, objective), ok)
+        ys = [jnp.where(ok, getattr(cost, m), jnp.inf) for m in metrics]
+        n_here = jnp.sum(ok, dtype=jnp.int32)
+        n_ok = jax.lax.psum(n_here, "d")
 
-        # ---- candidate groups: the k best by key (global), and front corners not dominated
-        ck, co = topk.best_groups(g_key, g_off, k)
-        ck, co = jax.lax.sort((gather(ck), gather(co)), num_keys=2)
-        top_off = jnp.where(jnp.isfinite(ck[:k]), co[:k], -1)
-        top_needed = jnp.any(ck[:k] <= state.top.key[-1])
-        cands = [jnp.isfinite(g_t) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), g_t, gy)
-                 for fr, gy in zip(state.fronts, g_y)]
+        def index_of(ids):  # local flat position -> global (hi, lo)
+            return global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32))
 
-        def exact_round(carry):
-            top, fronts, cands, top_off, _ = carry
-            offs = [top_off]
-            new_cands = []
-            for cand in cands:
-                neg, ids = jax.lax.top_k(jnp.where(cand, -g_t, -jnp.inf), per_round)  # fastest corners first
-                take = cand[ids]
-                new_cands.append(cand.at[ids].set(False))
-                offs.append(gather(jnp.where(take, g_off[ids], -1)))
-            goff = jnp.concatenate(offs)
-            off = (goff[:, None] + jnp.arange(gsize, dtype=jnp.int32)[None, :]).reshape(-1)
-            live = (jnp.repeat(goff, gsize) >= 0) & (off >= first) & (off < limit)
-            c = flat_costs(params, space, base, jnp.where(live, off, 0))
-            okf = live & c.feasible
-            hi, lo = global_index(start_hi, start_lo, off)
-            top = topk.merge(top, topk.TopK(topk.clean_key(_objective_key(c, objective), okf), hi, lo))
-            t = jnp.where(okf, c.step_time_s, jnp.inf)
-            fronts = tuple(pareto.merge(fr, t, jnp.where(okf, getattr(c, m), jnp.inf), hi, lo)
-                           for fr, m in zip(fronts, metrics))
-            new_cands = [cd & ~pareto.dominated((fr.y_below_t, fr.t_below_y), g_t, gy)
-                         for cd, fr, gy in zip(new_cands, fronts, g_y)]
-            left = any_left(sum(jnp.sum(cd, dtype=jnp.int32) for cd in new_cands))
-            return top, fronts, new_cands, jnp.full_like(top_off, -1), left
+        def fold(top, fronts, key, t, ys):
+            # Flattened here, behind the cond: a reshape next to the grid would be fused into it, and XLA's
+            # CPU emitter then rebuilds the 11-D index of every operand from the flat one (7x slower).
+            key, t, ys = topk.clean_key(key.reshape(-1), True), t.reshape(-1), [y.reshape(-1) for y in ys]
 
-        left0 = any_left(sum(jnp.sum(cd, dtype=jnp.int32) for cd in cands) + top_needed.astype(jnp.int32))
-        top_off = jnp.where(top_needed, top_off, -1)
-        top, fronts, _, _, _ = jax.lax.while_loop(lambda c: c[-1] > 0, exact_round,
-                                                  (state.top, state.fronts, cands, top_off, left0))
+            # ---- top-k: the k best of the block are among each device's k best
+            def merge_top(top):
+                neg, ids = jax.lax.top_k(-key, kk)
+                hi, lo = index_of(ids)
+                return topk.merge(top, topk.TopK(gather(-neg), gather(hi), gather(lo)))
+
+            top = jax.lax.cond(anywhere(jnp.min(key) <= top.key[-1]), merge_top, lambda top: top, top)
+
+            # ---- fronts
+            new_fronts = []
+            for fr, y in zip(fronts, ys):
+                live = jnp.isfinite(t) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), t, y)
+                # tables out of a cond are buffers: XLA would otherwise fuse their cumulative minimum into
+                # the lookup and redo it for every point
+                tabs = jax.lax.cond(anywhere(jnp.sum(live, dtype=jnp.int32) > n_sel),
+                                    lambda lv, y=y: pareto.block_tables(t, y, lv), pareto.no_tables, live)
+                live = live & ~pareto.dominated(tabs, t, y)
+
+                def merge_round(carry, y=y):
+                    fr, lv = carry
+                    neg, ids = jax.lax.top_k(jnp.where(lv, -t, -jnp.inf), n_sel)  # fastest survivors first
+                    take = jnp.isfinite(neg)
+                    hi, lo = index_of(ids)
+                    fr = pareto.merge(fr, gather(jnp.where(take, -neg, jnp.inf)), gather(y[ids]), gather(hi),
+                                      gather(lo))
+                    lv = lv.at[ids].set(False) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), t, y)
+                    return fr, lv
+
+                fr, _ = jax.lax.while_loop(lambda c: anywhere(jnp.any(c[1])), merge_round, (fr, live))
+                new_fronts.append(fr)
+            return top, tuple(new_fronts)
+
+        top, fronts = jax.lax.cond(n_ok > 0, fold, lambda top, fronts, *_: (top, fronts),
+                                   state.top, state.fronts, key, t, ys)
         feas_lo = state.feas_lo + n_ok
         new = State(top, fronts, state.feas_hi + (feas_lo >> IDX_BITS), feas_lo & ((1 << IDX_BITS) - 1))
         return jax.tree_util.tree_map(lambda x: x[None], new)
@@ -247,7 +253,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     devs = _resolve_devices(devices)
     n_dev = len(devs)
     chunk = int(chunk_size or _default_chunk(devs))
-    layout = choose_layout(space.radices, max(1, min(chunk, MAX_BLOCK // n_dev)), GROUP_MIN)
+    layout = choose_layout(space.radices, max(1, min(chunk, MAX_BLOCK // n_dev)))
     total_rows = -(-(end - start) // layout.inner_n) + 1
     rows = max(1, min(chunk // layout.inner_n, -(-total_rows // n_dev), MAX_BLOCK // (n_dev * layout.inner_n)))
     block = n_dev * rows * layout.inner_n

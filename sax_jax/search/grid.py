@@ -35,27 +35,19 @@ class GridLayout:
     split: int  # AXES[:split] are outer (decoded per row), AXES[split:] inner (full grids)
     inner_axes: tuple  # indices of inner axes with more than one option (vmapped)
     inner_n: int  # designs per row = prod(radices[split:])
-    group_dims: int  # trailing vmapped dims reduced into one group
-    group_n: int  # designs per group (a contiguous index range)
 
     def shape(self, radices) -> tuple:
         return tuple(radices[i] for i in self.inner_axes)
 
 
-def choose_layout(radices, inner_max: int, group_min: int = 16) -> GridLayout:
-    """The deepest split whose inner grid holds at most ``inner_max`` designs (at least the last axis), and
-    groups of the last axes holding at least ``group_min`` designs (fewer if the inner grid is smaller)."""
+def choose_layout(radices, inner_max: int) -> GridLayout:
+    """The deepest split whose inner grid holds at most ``inner_max`` designs (at least the last axis)."""
     split = len(radices)
     while split > 0 and math.prod(radices[split - 1:]) <= inner_max:
         split -= 1
     split = min(split, len(radices) - 1)
     inner_axes = tuple(i for i in range(split, len(radices)) if radices[i] > 1)
-    g = 0
-    while g < len(inner_axes) and math.prod(radices[i] for i in inner_axes[len(inner_axes) - g:]) < group_min:
-        g += 1
-    group_n = int(math.prod(radices[i] for i in inner_axes[len(inner_axes) - g:]))
-    return GridLayout(split=split, inner_axes=inner_axes, inner_n=int(math.prod(radices[split:])),
-                      group_dims=g, group_n=group_n)
+    return GridLayout(split=split, inner_axes=inner_axes, inner_n=int(math.prod(radices[split:])))
 
 
 def option_tables(space):
@@ -92,23 +84,10 @@ def grid_costs(params, space, layout: GridLayout, base_digits, row0, rows: int):
     return jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (rows,) + x.shape), row())
 
 
-def group_min(x, layout: GridLayout):
-    """[rows, *inner] -> [n_groups]: minimum over each group of ``group_n`` consecutive designs."""
-    if layout.group_dims:
-        x = jnp.min(x, axis=tuple(range(x.ndim - layout.group_dims, x.ndim)))
-    return x.reshape(-1)
-
-
 def positions(layout: GridLayout, radices, rows: int):
     """int32 [rows, *inner]: position of each grid point inside the rows (flat index order)."""
     shape = (rows,) + layout.shape(radices)
     return jnp.arange(math.prod(shape), dtype=jnp.int32).reshape(shape)
-
-
-def flat_costs(params, space, base_digits, offsets):
-    """Cost of designs ``start + offsets`` (flat batch), start given by its digits: the plain vmap path."""
-    design, _ = space.decode_from(base_digits, offsets)
-    return jax.vmap(step_time, in_axes=(None, 0))(params, design)
 
 
 def split_index(index: int) -> tuple:

@@ -9,8 +9,8 @@ which chunks arrive.
 Filtering is cheap: two "staircase" tables over 2**16 float bins (bins of the float32 bit pattern, 256 per
 octave) hold, for every bin b, the smallest y of front points whose t lies in a bin below b (and the smallest
 t of points whose y lies in a bin below b). A point, or the corner (min t, min y) of a group of designs, whose
-bin lookup is <= its own value is strictly dominated and needs no further work; the few survivors are
-evaluated exactly and merged by a sort of front + candidates (``merge``).
+bin lookup is <= its own value is strictly dominated and needs no further work; the few survivors are merged
+by a sort of front + candidates (``merge``). ``block_tables`` builds the same tables from a block's own points.
 """
 from __future__ import annotations
 
@@ -65,6 +65,29 @@ def stair_tables(t, y, kept):
     s = jnp.searchsorted(-yb, -b, side="right")  # points with y-bin >= b: the first s
     t_below_y = jnp.where(s < size, t[jnp.minimum(s, size - 1)], jnp.inf)
     return y_below_t, t_below_y
+
+
+def _exclusive_cummin(x):
+    return jnp.concatenate([jnp.full((1,), jnp.inf, x.dtype), jax.lax.cummin(x)[:-1]])
+
+
+def block_tables(t, y, live):
+    """Staircase tables of the points where ``live`` (the same meaning as ``stair_tables``, any order).
+
+    Any feasible design of the swept range dominates like a front point, so a block's own points filter the
+    block before anything is merged: a scatter-min per table instead of a sort of the block.
+    """
+    inf = jnp.full((N_BINS,), jnp.inf, jnp.float32)
+    per_t_bin = inf.at[jnp.where(live, bins(t), N_BINS)].min(y, mode="drop")
+    per_y_bin = inf.at[jnp.where(live, bins(y), N_BINS)].min(t, mode="drop")
+    return _exclusive_cummin(per_t_bin), _exclusive_cummin(per_y_bin)
+
+
+def no_tables(live):
+    """Tables of an empty set (dominate nothing), typed like ``block_tables(t, y, live)``: under ``shard_map``
+    the zero taken from ``live`` makes them per-device values, as ``cond`` needs of its two branches."""
+    inf = jnp.full((N_BINS,), jnp.inf, jnp.float32) + jnp.where(live[0], 0.0, 0.0).astype(jnp.float32)
+    return inf, inf
 
 
 def dominated(front_tabs, t, y):
