@@ -30,11 +30,11 @@ from ..space import AXES
 from . import checkpoint as ckpt
 from . import pareto, topk
 from .grid import IDX_BITS, MAX_BLOCK, choose_layout, global_index, grid_costs, join_index, positions, split_index
+from .fold import fold_block
 from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
 FRONT_SIZE = 512
-SELECT = 512  # front survivors merged per device per round
 CPU_CHUNK = 1 << 20  # designs per device per block
 ACCEL_CHUNK = 1 << 23
 _shard_map = getattr(jax, "shard_map", None)
@@ -95,83 +95,42 @@ def _default_chunk(devs) -> int:
     return CPU_CHUNK if devs[0].platform == "cpu" else ACCEL_CHUNK
 
 
-def _build_step(scenario, layout, rows: int, k: int, mesh):
+def _build_step(scenario, layout, rows: int, mesh):
     """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
 
-    Per device: grid-evaluate its rows into four flat arrays (objective key, step time and the two front
-    metrics; +inf where infeasible or outside the range). The top-k takes the k best local keys (skipped when
-    none beats the running k-th) and merges the all-gathered candidates. Each front filters the block's points
-    through the front's staircase tables (one gather per point); if more than ``SELECT`` survive on any device,
-    through the block's own staircase too (a scatter-min per table: real points of the range dominate as
-    well as front points). Survivors are then merged ``SELECT`` per device per round, fastest first, until
-    none is left; each merge tightens the tables, so later survivors mostly drop out unmerged.
+    Per device: grid-evaluate its rows into the negated objective and step time and the front metrics (the
+    only outputs of the grid: the full Cost is never written), count the feasible designs, and fold the block
+    into the running state (``fold.fold_block``), skipped when no device has a feasible design in it.
     """
     space, objective, n_axes, radices = scenario.space, scenario.objective, len(AXES), scenario.space.radices
     n_loc = rows * layout.inner_n
     metrics = tuple(FRONTS.values())
-    n_sel = min(SELECT, n_loc)
-    kk = min(k, n_loc)
 
     def body(state, scal, params):
         state = jax.tree_util.tree_map(lambda x: x[0], state)
         base, start_hi, start_lo, first, limit = (scal[:n_axes], scal[n_axes], scal[n_axes + 1],
                                                   scal[n_axes + 2], scal[n_axes + 3])
         dev_off = jax.lax.axis_index("d").astype(jnp.int32) * n_loc
-        gather = lambda x: jax.lax.all_gather(x, "d", tiled=True)  # noqa: E731
-        anywhere = lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0  # noqa: E731
 
         cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
         pos = dev_off + positions(layout, radices, rows)
         ok = (pos >= first) & (pos < limit) & cost.feasible
-        t = jnp.where(ok, cost.step_time_s, jnp.inf)
+        neg_t = jnp.where(ok, -cost.step_time_s, -jnp.inf)
         # a second grid output would be a second fusion that evaluates the whole model again
-        key = t if objective == "step_time_s" else topk.clean_key(_objective_key(cost, objective), ok)
+        neg_key = (neg_t if objective == "step_time_s"
+                   else -topk.clean_key(_objective_key(cost, objective), ok))
         ys = [jnp.where(ok, getattr(cost, m), jnp.inf) for m in metrics]
-        n_here = jnp.sum(ok, dtype=jnp.int32)
-        n_ok = jax.lax.psum(n_here, "d")
+        n_ok = jax.lax.psum(jnp.sum(ok, dtype=jnp.int32), "d")
 
-        def index_of(ids):  # local flat position -> global (hi, lo)
-            return global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32))
-
-        def fold(top, fronts, key, t, ys):
-            # Flattened here, behind the cond: a reshape next to the grid would be fused into it, and XLA's
-            # CPU emitter then rebuilds the 11-D index of every operand from the flat one (7x slower).
-            key, t, ys = topk.clean_key(key.reshape(-1), True), t.reshape(-1), [y.reshape(-1) for y in ys]
-
-            # ---- top-k: the k best of the block are among each device's k best
-            def merge_top(top):
-                neg, ids = jax.lax.top_k(-key, kk)
-                hi, lo = index_of(ids)
-                return topk.merge(top, topk.TopK(gather(-neg), gather(hi), gather(lo)))
-
-            top = jax.lax.cond(anywhere(jnp.min(key) <= top.key[-1]), merge_top, lambda top: top, top)
-
-            # ---- fronts
-            new_fronts = []
-            for fr, y in zip(fronts, ys):
-                live = jnp.isfinite(t) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), t, y)
-                # tables out of a cond are buffers: XLA would otherwise fuse their cumulative minimum into
-                # the lookup and redo it for every point
-                tabs = jax.lax.cond(anywhere(jnp.sum(live, dtype=jnp.int32) > n_sel),
-                                    lambda lv, y=y: pareto.block_tables(t, y, lv), pareto.no_tables, live)
-                live = live & ~pareto.dominated(tabs, t, y)
-
-                def merge_round(carry, y=y):
-                    fr, lv = carry
-                    neg, ids = jax.lax.top_k(jnp.where(lv, -t, -jnp.inf), n_sel)  # fastest survivors first
-                    take = jnp.isfinite(neg)
-                    hi, lo = index_of(ids)
-                    fr = pareto.merge(fr, gather(jnp.where(take, -neg, jnp.inf)), gather(y[ids]), gather(hi),
-                                      gather(lo))
-                    lv = lv.at[ids].set(False) & ~pareto.dominated((fr.y_below_t, fr.t_below_y), t, y)
-                    return fr, lv
-
-                fr, _ = jax.lax.while_loop(lambda c: anywhere(jnp.any(c[1])), merge_round, (fr, live))
-                new_fronts.append(fr)
-            return top, tuple(new_fronts)
+        def fold(top, fronts, neg_key, neg_t, ys):
+            return fold_block(
+                top, fronts, neg_key, neg_t, ys,
+                index_of=lambda ids: global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32)),
+                gather=lambda x: jax.lax.all_gather(x, "d", tiled=True),
+                anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0)
 
         top, fronts = jax.lax.cond(n_ok > 0, fold, lambda top, fronts, *_: (top, fronts),
-                                   state.top, state.fronts, key, t, ys)
+                                   state.top, state.fronts, neg_key, neg_t, ys)
         feas_lo = state.feas_lo + n_ok
         new = State(top, fronts, state.feas_hi + (feas_lo >> IDX_BITS), feas_lo & ((1 << IDX_BITS) - 1))
         return jax.tree_util.tree_map(lambda x: x[None], new)
@@ -285,7 +244,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     t_c = time.perf_counter()
     cache_key = (scenario.fingerprint, layout, rows, top_k, tuple(d.id for d in devs), jax.process_count())
     if cache_key not in _COMPILED:  # params are arguments: only shapes matter, the fingerprint is for safety
-        step = _build_step(scenario, layout, rows, top_k, mesh)
+        step = _build_step(scenario, layout, rows, mesh)
         _COMPILED[cache_key] = step.lower(state, scalars(min(cursor, end - 1)), params).compile()
     compiled = _COMPILED[cache_key]
     compile_s = time.perf_counter() - t_c
