@@ -60,6 +60,7 @@ def evaluate_one(scenario, design: Design) -> dict:
 
 
 def cost_to_dict(cost: Cost, i: int) -> dict:
+    cost = jax.device_get(cost)  # one transfer for the whole tree, not one per leaf
     get = lambda x: np.asarray(x)[i]  # noqa: E731
     out = {
         "step_time_s": float(get(cost.step_time_s)),

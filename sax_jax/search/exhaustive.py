@@ -30,7 +30,7 @@ from ..space import AXES
 from . import checkpoint as ckpt
 from . import pareto, topk
 from .grid import IDX_BITS, MAX_BLOCK, choose_layout, global_index, grid_costs, join_index, positions, split_index
-from .fold import fold_block
+from . import fold
 from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
@@ -122,14 +122,14 @@ def _build_step(scenario, layout, rows: int, mesh):
         ys = [jnp.where(ok, getattr(cost, m), jnp.inf) for m in metrics]
         n_ok = jax.lax.psum(jnp.sum(ok, dtype=jnp.int32), "d")
 
-        def fold(top, fronts, neg_key, neg_t, ys):
-            return fold_block(
+        def fold_in(top, fronts, neg_key, neg_t, ys):
+            return fold.fold_block(
                 top, fronts, neg_key, neg_t, ys,
                 index_of=lambda ids: global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32)),
                 gather=lambda x: jax.lax.all_gather(x, "d", tiled=True),
                 anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0)
 
-        top, fronts = jax.lax.cond(n_ok > 0, fold, lambda top, fronts, *_: (top, fronts),
+        top, fronts = jax.lax.cond(n_ok > 0, fold_in, lambda top, fronts, *_: (top, fronts),
                                    state.top, state.fronts, neg_key, neg_t, ys)
         feas_lo = state.feas_lo + n_ok
         new = State(top, fronts, state.feas_hi + (feas_lo >> IDX_BITS), feas_lo & ((1 << IDX_BITS) - 1))
@@ -242,7 +242,8 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
         return _global(np.asarray(row, np.int32), rep)
 
     t_c = time.perf_counter()
-    cache_key = (scenario.fingerprint, layout, rows, top_k, tuple(d.id for d in devs), jax.process_count())
+    cache_key = (scenario.fingerprint, layout, rows, top_k, fold.CANDIDATES, tuple(d.id for d in devs),
+                 jax.process_count())
     if cache_key not in _COMPILED:  # params are arguments: only shapes matter, the fingerprint is for safety
         step = _build_step(scenario, layout, rows, mesh)
         _COMPILED[cache_key] = step.lower(state, scalars(min(cursor, end - 1)), params).compile()

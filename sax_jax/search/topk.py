@@ -30,18 +30,6 @@ def clean_key(key, ok):
     return jnp.where(ok & ~jnp.isnan(key), key, jnp.inf)
 
 
-def best_groups(group_key, group_off, k: int):
-    """(keys, offsets) of the k groups with the smallest minimum key, lowest offset first among equals.
-
-    The k best designs of a set of contiguous groups lie in the k groups ranked best by (group minimum,
-    group position): a design outside them is beaten by the minimum of each of those k groups (smaller key,
-    or equal key and lower index). ``lax.top_k`` returns equal values lowest position first.
-    """
-    kk = min(k, group_key.shape[0])
-    neg, ids = jax.lax.top_k(-group_key, kk)
-    return -neg, group_off[ids]
-
-
 def merge(state: TopK, cand: TopK) -> TopK:
     """k best of the union; ``cand`` may hold any number of entries (e.g. gathered from every device)."""
     k = state.key.shape[0]
