@@ -8,7 +8,7 @@ range. Work here is a handful of passes over the block, whatever its feasibility
   device are all-gathered and merged.
 - fronts: one pass looks every point up in both fronts' staircase tables (``pareto.dominated``). When more
   than ``CANDIDATES`` survive on some device (a block of a region the fronts have not seen yet), the block's own
-  staircase (a scatter-min per table, any feasible design of the range being a valid dominator) filters them
+  staircase (a scatter-min per front, any feasible design of the range being a valid dominator) filters them
   again. Survivors are then taken ``CANDIDATES`` at a time, fastest first, all-gathered and merged into both
   fronts; only if some are left are the rest re-filtered by the merged fronts.
 
@@ -67,8 +67,7 @@ def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere):
     def with_block_tables(live):
         out = []
         for (y_below_t, t_below_y), y in zip(front_tabs, ys):
-            b_y_below_t, b_t_below_y = pareto.block_tables(-neg_t, y, live)
-            out.append((jnp.minimum(y_below_t, b_y_below_t), jnp.minimum(t_below_y, b_t_below_y)))
+            out.append((jnp.minimum(y_below_t, pareto.block_y_below_t(-neg_t, y, live)), t_below_y))
         return out
 
     # Tables leave a cond as buffers: computed next to the lookup, XLA would fuse their cumulative minimum into

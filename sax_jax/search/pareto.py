@@ -10,7 +10,7 @@ Filtering is cheap: two "staircase" tables over 2**16 float bins (bins of the fl
 octave) hold, for every bin b, the smallest y of front points whose t lies in a bin below b (and the smallest
 t of points whose y lies in a bin below b). A point, or the corner (min t, min y) of a group of designs, whose
 bin lookup is <= its own value is strictly dominated and needs no further work; the few survivors are merged
-by a sort of front + candidates (``merge``). ``block_tables`` builds the same tables from a block's own points.
+by a sort of front + candidates (``merge``). ``block_y_below_t`` builds the first table from a block's own points.
 """
 from __future__ import annotations
 
@@ -71,23 +71,16 @@ def _exclusive_cummin(x):
     return jnp.concatenate([jnp.full((1,), jnp.inf, x.dtype), jax.lax.cummin(x)[:-1]])
 
 
-def block_tables(t, y, live):
-    """Staircase tables of the points where ``live`` (the same meaning as ``stair_tables``, any order).
+def block_y_below_t(t, y, live):
+    """``y_below_t`` table of the points where ``live`` (the same meaning as in ``stair_tables``, any order).
 
     Any feasible design of the swept range dominates like a front point, so a block's own points filter the
-    block before anything is merged: a scatter-min per table instead of a sort of the block.
+    block before anything is merged: a scatter-min instead of a sort of the block. The mirrored table
+    (``t_below_y``) is not built: on the default scenario it removed almost nothing more (241 vs 270
+    survivors of a block of 874,800) for a second scatter.
     """
-    inf = jnp.full((N_BINS,), jnp.inf, jnp.float32)
-    per_t_bin = inf.at[jnp.where(live, bins(t), N_BINS)].min(y, mode="drop")
-    per_y_bin = inf.at[jnp.where(live, bins(y), N_BINS)].min(t, mode="drop")
-    return _exclusive_cummin(per_t_bin), _exclusive_cummin(per_y_bin)
-
-
-def no_tables(live):
-    """Tables of an empty set (dominate nothing), typed like ``block_tables(t, y, live)``: under ``shard_map``
-    the zero taken from ``live`` makes them per-device values, as ``cond`` needs of its two branches."""
-    inf = jnp.full((N_BINS,), jnp.inf, jnp.float32) + jnp.where(live[0], 0.0, 0.0).astype(jnp.float32)
-    return inf, inf
+    per_t_bin = jnp.full((N_BINS,), jnp.inf, jnp.float32).at[jnp.where(live, bins(t), N_BINS)].min(y, mode="drop")
+    return _exclusive_cummin(per_t_bin)
 
 
 def dominated(front_tabs, t, y):
