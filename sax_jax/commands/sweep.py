@@ -56,14 +56,22 @@ def print_result(result, console: Console, space=None) -> None:
     console.print(f"[bold]{result.scenario}[/bold]: {result.n_designs:,} designs ({result.n_feasible:,} feasible) in "
                   f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {result.designs_per_s:,.0f} designs/s "
                   f"on {result.devices} x {result.device_kind}")
-    tab = Table(title=f"top {len(result.top)} by {result.objective} (design: the axes the space varies)")
-    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB", "design"):
-        tab.add_column(col, justify="right" if col != "design" else "left")
-    varied = None if space is None else {ax for ax, r in zip(AXES, space.radices) if r > 1}
+    varied = [ax for ax, r in zip(AXES, space.radices) if r > 1] if space is not None else list(AXES)
+    designs = [r["design"] for r in result.top]
+    # settings every listed design shares are printed once; the table keeps the ones that tell them apart
+    shared = [ax for ax in varied if designs and all(d[ax] == designs[0][ax] for d in designs)]
+    differ = [ax for ax in varied if ax not in shared]
+    tab = Table(title=f"top {len(result.top)} by {result.objective}")
+    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB"):
+        tab.add_column(col, justify="right")
+    for ax in differ:
+        tab.add_column(ax, justify="left")
     for i, r in enumerate(result.top):
-        d = ", ".join(f"{k}={v}" for k, v in r["design"].items() if varied is None or k in varied)
         tab.add_row(str(i + 1), fmt_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
-                    f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}", d)
+                    f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}",
+                    *[str(r["design"][ax]) for ax in differ])
+    if shared:
+        console.print("all listed designs: " + ", ".join(f"{ax}={designs[0][ax]}" for ax in shared))
     console.print(tab)
     for name, recs in result.pareto.items():
         trunc = " (truncated)" if result.truncated.get(name) else ""
@@ -92,7 +100,9 @@ def run(args) -> int:
         jax.config.update("jax_compilation_cache_dir", CACHE_DIR)  # a repeated sweep skips the compile
 
     scenario = load_scenario(args.scenario)
-    console = Console(file=sys.stderr if args.json else sys.stdout)
+    stream = sys.stderr if args.json else sys.stdout
+    # piped (logs, CI): rich would assume 80 columns and truncate the design columns
+    console = Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else 120)
     if args.resume and not args.out:
         console.print("error: --resume needs --out DIR (the directory of the interrupted sweep)")
         return 2
