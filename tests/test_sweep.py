@@ -195,6 +195,22 @@ def test_four_devices_identical_to_one(small, small_result, cache_dir):
     assert _digest(res) == _digest(small_result[0])
 
 
+def test_text_report(small, small_result, cache_dir):
+    """The human-readable report: counts, the top rows (settings they share printed once), fronts, speedup."""
+    p = _cli([small, "--top", "12", "--chunk", "4096", "--no-progress"], env=_env(cache_dir))
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    ref = small_result[0]
+    assert f"{ref['n_designs']:,} designs ({ref['n_feasible']:,} feasible)" in out
+    assert "top 12 by step_time_s" in out
+    best = ref["top"][0]
+    assert f"{best['tokens_per_s']:,.0f}" in out
+    assert sum(line.startswith("│") for line in out.splitlines()) == 12  # one table row per design
+    for name, recs in ref["pareto"].items():
+        assert f"Pareto front {name}: {len(recs)} points" in out
+    assert "best vs baseline first-options" in out
+
+
 def test_kill_and_resume_identical(small, small_result, cache_dir, tmp_path):
     out_dir = str(tmp_path / "run")
     args = [small, "--top", "12", "--chunk", "16", "--out", out_dir, "--no-progress", "--json"]
