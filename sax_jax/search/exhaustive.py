@@ -115,7 +115,7 @@ def _build_step(scenario, layout, rows: int, mesh):
         cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
         pos = dev_off + positions(layout, radices, rows)
         ok = (pos >= first) & (pos < limit) & cost.feasible
-        neg_t = jnp.where(ok, -cost.step_time_s, -jnp.inf)
+        neg_t = -topk.clean_key(cost.step_time_s, ok)
         # a second grid output would be a second fusion that evaluates the whole model again
         neg_key = (neg_t if objective == "step_time_s"
                    else -topk.clean_key(_objective_key(cost, objective), ok))
