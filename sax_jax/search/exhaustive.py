@@ -35,6 +35,7 @@ from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
 FRONT_SIZE = 512
+GROUP_MIN = 8  # designs per group of the block's two-level selections (top-k, front candidates)
 CPU_CHUNK = 1 << 20  # designs per device per block
 ACCEL_CHUNK = 1 << 23
 _shard_map = getattr(jax, "shard_map", None)
@@ -105,6 +106,11 @@ def _build_step(scenario, layout, rows: int, mesh):
     space, objective, n_axes, radices = scenario.space, scenario.objective, len(AXES), scenario.space.radices
     n_loc = rows * layout.inner_n
     metrics = tuple(FRONTS.values())
+    group = 1  # consecutive designs per selection group: the last inner axes, at least GROUP_MIN designs
+    for i in reversed(layout.inner_axes):
+        if group >= GROUP_MIN:
+            break
+        group *= radices[i]
 
     def body(state, scal, params):
         state = jax.tree_util.tree_map(lambda x: x[0], state)
@@ -127,7 +133,7 @@ def _build_step(scenario, layout, rows: int, mesh):
                 top, fronts, neg_key, neg_t, ys,
                 index_of=lambda ids: global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32)),
                 gather=lambda x: jax.lax.all_gather(x, "d", tiled=True),
-                anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0)
+                anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0, group=group)
 
         top, fronts = jax.lax.cond(n_ok > 0, fold_in, lambda top, fronts, *_: (top, fronts),
                                    state.top, state.fronts, neg_key, neg_t, ys)

@@ -4,13 +4,15 @@ The block arrives as grid-shaped arrays (``neg_key``: the objective negated, so 
 the step time negated; one array per front metric), -inf/+inf where a design is infeasible or outside the swept
 range. Work here is a handful of passes over the block, whatever its feasibility:
 
-- top-k: one ``lax.top_k`` of the local keys, skipped when no key beats the running k-th; the k best of every
-  device are all-gathered and merged.
+- top-k: the k groups of consecutive designs with the best maximum key (a streaming group maximum, then a
+  ``lax.top_k`` over groups), skipped when no key beats the running k-th; their designs, from every device,
+  are all-gathered and merged.
 - fronts: one pass looks every point up in both fronts' staircase tables (``pareto.dominated``). When more
   than ``CANDIDATES`` survive on some device (a block of a region the fronts have not seen yet), the block's own
   staircase (a scatter-min per front, any feasible design of the range being a valid dominator) filters them
-  again. Survivors are then taken ``CANDIDATES`` at a time, fastest first, all-gathered and merged into both
-  fronts; only if some are left are the rest re-filtered by the merged fronts.
+  again. Survivors are then taken ``CANDIDATES`` at a time, fastest first (best groups, then the best points
+  in them), all-gathered and merged into both fronts; only if some are left are the rest re-filtered by the
+  merged fronts.
 
 Every merge is order-independent (ties broken by the global design index), so the result does not depend on
 block size, device count or interruption.
@@ -44,18 +46,40 @@ def _count(mask):
     return jnp.sum(mask, dtype=jnp.int32)
 
 
-def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere):
+def _best_groups(score, m: int, group: int):
+    """Positions of every point of the ``m`` groups of ``group`` consecutive points with the largest maximum
+    score (equal maxima: lowest group first). The m best points lie in them: a point outside is beaten by the
+    maximum of each of those m groups (larger, or equal and at a lower position). A group maximum is one
+    streaming pass; ``top_k`` over all points is a partial sort, several times slower on CPU."""
+    _, gid = jax.lax.top_k(score.reshape(-1, group).max(axis=1), m)
+    return (gid[:, None] * group + jnp.arange(group, dtype=gid.dtype)[None, :]).reshape(-1)
+
+
+def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere, group: int = 1):
     """(top, fronts) after the block. index_of: local flat positions -> global (hi, lo); gather: all-gather
-    over devices (tiled); anywhere: a boolean scalar reduced with "any" over devices (uniform control flow)."""
+    over devices (tiled); anywhere: a boolean scalar reduced with "any" over devices (uniform control flow);
+    group: designs per group for the two-level selections (a divisor of the block, e.g. the last grid axes)."""
     neg_key, neg_t, ys = _flat(neg_key), _flat(neg_t), [_flat(y) for y in ys]
     n = neg_t.shape[0]
     k = min(top.key.shape[0], n)
     n_cand = min(CANDIDATES, n)
 
+    def fastest(score, m):
+        """(values, positions) of the m largest scores; ties in any order (callers do not depend on it)."""
+        if group > 1 and n // group > m:
+            pos = _best_groups(score, m, group)
+            vals, j = jax.lax.top_k(score[pos], m)
+            return vals, pos[j]
+        return jax.lax.top_k(score, m)
+
     def merge_top(top):
-        vals, ids = jax.lax.top_k(neg_key, k)  # equal keys: lowest position (= lowest index) first
-        hi, lo = index_of(ids)
-        return topk.merge(top, topk.TopK(gather(topk.clean_key(-vals, True)), gather(hi), gather(lo)))
+        # all points of the k best groups: the merge orders them by (key, index), so ties resolve exactly
+        if group > 1 and n // group > k:
+            pos = _best_groups(neg_key, k, group)
+        else:
+            _, pos = jax.lax.top_k(neg_key, k)  # equal keys: lowest position (= lowest index) first
+        hi, lo = index_of(pos)
+        return topk.merge(top, topk.TopK(gather(topk.clean_key(-neg_key[pos], True)), gather(hi), gather(lo)))
 
     top = jax.lax.cond(anywhere(jnp.max(neg_key) >= -top.key[-1]), merge_top, lambda top: top, top)
 
@@ -78,7 +102,7 @@ def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere):
 
     def merge_round(carry):
         fronts, live, n_live = carry
-        vals, ids = jax.lax.top_k(jnp.where(live, neg_t, -jnp.inf), n_cand)  # fastest survivors first
+        vals, ids = fastest(jnp.where(live, neg_t, -jnp.inf), n_cand)  # fastest survivors first
         take = live[ids]
         hi, lo = index_of(ids)
         t_c, hi_c, lo_c = gather(jnp.where(take, -vals, jnp.inf)), gather(hi), gather(lo)
