@@ -118,7 +118,10 @@ def _build_step(scenario, layout, rows: int, mesh):
                                                   scal[n_axes + 2], scal[n_axes + 3])
         dev_off = jax.lax.axis_index("d").astype(jnp.int32) * n_loc
 
-        cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
+        # jnp's own jitted helpers (where, clip, ...) would each be re-batched at every one of the ~12 nested
+        # vmap levels; inlined, tracing takes 3.7 s instead of 5.9 s. Same primitives, same numbers.
+        with jax.disable_jit():
+            cost = grid_costs(params, space, layout, base, dev_off // layout.inner_n, rows)
         pos = dev_off + positions(layout, radices, rows)
         ok = (pos >= first) & (pos < limit) & cost.feasible
         neg_t = -topk.clean_key(cost.step_time_s, ok)
