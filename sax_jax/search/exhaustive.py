@@ -173,14 +173,15 @@ def _unflatten(arrays: dict, k: int) -> State:
 
 def _records(scenario, indices: list, params) -> list:
     """Host records of designs by flat index, each evaluated alone (batch of one, exactly what ``sax eval`` and
-    ``evaluate_one`` compute: XLA may round a batch-of-one program differently in the last bit)."""
+    ``evaluate_one`` compute: XLA may round a batch-of-one program differently in the last bit). All are
+    dispatched before any is fetched, and a design listed twice (top-k and fronts) is evaluated once."""
     space = scenario.space
+    designs = {int(i): space.decode_digits(np.asarray(space.digits_of(int(i)), np.int32)) for i in indices}
+    costs = jax.device_get({i: evaluate(scenario, d, params) for i, d in designs.items()})
     out = []
     for idx in indices:
-        digits = np.asarray(space.digits_of(idx), np.int32)
-        design = space.decode_digits(digits)
-        c = cost_to_dict(evaluate(scenario, design, params), 0)
-        rec = {"index": int(idx), "design": space.to_dict(design)}
+        c = cost_to_dict(costs[int(idx)], 0)
+        rec = {"index": int(idx), "design": space.to_dict(designs[int(idx)])}
         rec.update({k: c[k] for k in ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
                                       "feasible", "violation", "breakdown")})
         out.append(rec)
@@ -189,12 +190,14 @@ def _records(scenario, indices: list, params) -> list:
 
 def _result_lists(scenario, host: State, params):
     top_idx = [join_index(h, l) for kk, h, l in zip(host.top.key, host.top.hi, host.top.lo) if np.isfinite(kk)]
-    top = _records(scenario, top_idx, params)
-    fronts, truncated = {}, {}
-    for name, fr in zip(FRONTS, host.fronts):
-        idx = [join_index(h, l) for t, h, l in zip(fr.t, fr.hi, fr.lo) if np.isfinite(t)]
-        fronts[name] = _records(scenario, idx, params)
-        truncated[name] = bool(fr.truncated)
+    front_idx = {name: [join_index(h, l) for t, h, l in zip(fr.t, fr.hi, fr.lo) if np.isfinite(t)]
+                 for name, fr in zip(FRONTS, host.fronts)}
+    everything = top_idx + [i for idx in front_idx.values() for i in idx]
+    by_index = {r["index"]: r for r in _records(scenario, everything, params)}
+    copy = lambda i: {**by_index[i], "design": dict(by_index[i]["design"])}  # noqa: E731 (lists never alias)
+    top = [copy(i) for i in top_idx]
+    fronts = {name: [copy(i) for i in idx] for name, idx in front_idx.items()}
+    truncated = {name: bool(fr.truncated) for name, fr in zip(FRONTS, host.fronts)}
     return top, fronts, truncated
 
 
