@@ -1,8 +1,9 @@
 """Designs/s of the full step-time model on the default scenario's space, through the exhaustive sweep engine.
 
-Prints JSON: n_designs, designs_per_s (steady state: second run, program already compiled), compile_s (first
-run), seconds, device_kind, devices, flops_per_design (XLA cost analysis of the block program / designs per
-block) and the achieved fraction of the device's peak FLOP/s (peak from --peak-flops or a table by device kind).
+Prints JSON: n_designs, designs_per_s (steady state: the median of --repeat runs of the compiled program, with
+their range), compile_s (first run), seconds, device_kind, devices, flops_per_design (XLA cost analysis of the
+block program / designs per block) and the achieved fraction of the device's peak FLOP/s (peak from
+--peak-flops or a table by device kind).
 
     python benchmarks/throughput.py --json                 # the whole default space (6.56M designs)
     python benchmarks/throughput.py --max-designs 2000000
@@ -10,6 +11,7 @@ block) and the achieved fraction of the device's peak FLOP/s (peak from --peak-f
 import argparse
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -55,6 +57,7 @@ def main(argv=None):
     ap.add_argument("--chunk", type=int, default=None, help="designs per device per block")
     ap.add_argument("--devices", type=int, default=None)
     ap.add_argument("--peak-flops", type=float, default=None)
+    ap.add_argument("--repeat", type=int, default=5, help="steady-state runs (the median is reported)")
     ap.add_argument("--json", action="store_true", help="(output is always JSON; kept for the documented command)")
     args = ap.parse_args(argv)
 
@@ -66,15 +69,19 @@ def main(argv=None):
     n = None if args.max_designs is None else int(args.max_designs)
     kw = dict(top_k=10, chunk_size=args.chunk, devices=args.devices, progress=False, max_designs=n)
     first = sweep(sc, **kw)  # compiles
-    t = time.perf_counter()
-    steady = sweep(sc, **kw)  # same program, already compiled
-    wall = time.perf_counter() - t
+    walls = []
+    for _ in range(max(1, args.repeat)):  # same program, already compiled; shared machines are noisy
+        t = time.perf_counter()
+        steady = sweep(sc, **kw)
+        walls.append(time.perf_counter() - t)
+    wall = statistics.median(walls)
     dev = jax.devices()[0]
     peak, peak_src = (args.peak_flops, "--peak-flops") if args.peak_flops else peak_flops(dev)
     fpd = block_flops(steady)
     out = {
         "benchmark": "throughput", "scenario": sc.name, "n_designs": steady.n_designs,
         "n_feasible": steady.n_feasible, "designs_per_s": steady.n_designs / wall, "seconds": wall,
+        "designs_per_s_range": [steady.n_designs / max(walls), steady.n_designs / min(walls)], "repeats": len(walls),
         "compile_s": first.compile_s, "first_run_seconds": first.seconds, "device_kind": dev.device_kind,
         "platform": dev.platform, "devices": steady.devices, "chunk_designs": steady.chunk_designs,
         "flops_per_design": fpd, "achieved_flops_per_s": fpd * steady.n_designs / wall, "peak_flops": peak,
