@@ -165,6 +165,16 @@ def test_crowded_blocks_and_merge_rounds_match_brute_force(monkeypatch, small_sc
         assert [p["index"] for p in r.pareto[name]] == _brute_front(small_brute, metric), name
 
 
+def test_throughput_objective_matches_brute_force(tmp_path, small_brute):
+    """A larger-is-better objective takes the separate key path (its own grid output, grouped top-k)."""
+    sc = sx.load_scenario(_write(tmp_path, objective="tokens_per_s"))
+    r = sweep(sc, top_k=12, chunk_size=4096, progress=False)
+    assert [t["index"] for t in r.top] == _brute_top(small_brute, 12, key="tokens_per_s")
+    assert r.top[0]["tokens_per_s"] == max(t["tokens_per_s"] for t in r.top)
+    for name, metric in FRONTS.items():  # the fronts are the same whatever the objective
+        assert [p["index"] for p in r.pareto[name]] == _brute_front(small_brute, metric), name
+
+
 def test_best_point_evaluated_alone_gives_same_cost(small_scenario, small_result):
     best = small_result[0]["top"][0]
     alone = sx.evaluate_one(small_scenario, sx.design_from_dict(small_scenario, best["design"]))
