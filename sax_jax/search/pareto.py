@@ -8,9 +8,9 @@ which chunks arrive.
 
 Filtering is cheap: two "staircase" tables over 2**16 float bins (bins of the float32 bit pattern, 256 per
 octave) hold, for every bin b, the smallest y of front points whose t lies in a bin below b (and the smallest
-t of points whose y lies in a bin below b). A point, or the corner (min t, min y) of a group of designs, whose
-bin lookup is <= its own value is strictly dominated and needs no further work; the few survivors are merged
-by a sort of front + candidates (``merge``). ``block_y_below_t`` builds the first table from a block's own points.
+t of points whose y lies in a bin below b). A point whose bin lookup is <= its own value is strictly dominated
+and needs no further work; the few survivors are merged by a sort of front + candidates (``merge``).
+``block_y_below_t`` builds the first table from a block's own points.
 """
 from __future__ import annotations
 
