@@ -85,6 +85,19 @@ def _brute_top(c, k, start=0, key="step_time_s"):
     return [start + int(i) for i in order[:k] if np.isfinite(v[i])]
 
 
+def _brute_distinct_top(c, k, start=0):
+    """The k best distinct step times, each by its lowest-index design."""
+    v = np.where(c["feasible"], c["step_time_s"], np.inf)
+    out, seen = [], set()
+    for i in np.lexsort((np.arange(len(v)), v)):
+        if not np.isfinite(v[i]) or len(out) == k:
+            break
+        if v[i] not in seen:
+            seen.add(v[i])
+            out.append(start + int(i))
+    return out
+
+
 def _brute_front(c, metric, start=0):
     """Distinct non-dominated (t, y) vectors of feasible designs, lowest index each, by increasing t."""
     t, y = c["step_time_s"], c[metric]
@@ -163,6 +176,28 @@ def test_crowded_blocks_and_merge_rounds_match_brute_force(monkeypatch, small_sc
     assert [t["index"] for t in r.top] == _brute_top(small_brute, 12)
     for name, metric in FRONTS.items():
         assert [p["index"] for p in r.pareto[name]] == _brute_front(small_brute, metric), name
+
+
+@pytest.fixture(scope="module")
+def tied(tmp_path_factory):
+    """The small space with a placement that equals another one when cp = 1 (cp-tp-dp-pp = tp-cp-dp-pp): every
+    design of that placement has an exact twin, so a plain top-k lists each step time twice."""
+    path = tmp_path_factory.mktemp("tied") / "tied.yaml"
+    text = SMALL.format(configs=CONFIGS, objective="step_time_s")
+    path.write_text(text.replace("placement: [tp-cp-dp-pp, tp-cp-pp-dp]", "placement: [tp-cp-dp-pp, tp-cp-pp-dp, cp-tp-dp-pp]"))
+    sc = sx.load_scenario(str(path))
+    return sc, _brute(sc)
+
+
+@pytest.mark.parametrize("chunk", [16, 4096])
+def test_distinct_top_matches_brute_force(tied, chunk):
+    """--distinct: the k best distinct step times, each by its lowest-index design, whatever the block size."""
+    sc, brute = tied
+    plain = _brute_top(brute, 12)
+    assert len(set(brute["step_time_s"][plain])) == 6  # the plain top-12: six values, twice each
+    r = sweep(sc, top_k=12, chunk_size=chunk, progress=False, distinct=True)
+    assert [t["index"] for t in r.top] == _brute_distinct_top(brute, 12) and r.distinct
+    assert len({t["step_time_s"] for t in r.top}) == 12
 
 
 def test_throughput_objective_matches_brute_force(tmp_path, small_brute):
@@ -261,6 +296,8 @@ def test_changed_scenario_refuses_resume(tmp_path, small_scenario, small_result,
         sweep(changed, top_k=12, chunk_size=CHUNK, progress=False, out_dir=out_dir, resume=True)
     with pytest.raises(ckpt.ResumeError, match="--top differs"):
         sweep(small_scenario, top_k=3, chunk_size=CHUNK, progress=False, out_dir=out_dir, resume=True)
+    with pytest.raises(ckpt.ResumeError, match="--distinct differs"):
+        sweep(small_scenario, top_k=12, chunk_size=CHUNK, progress=False, out_dir=out_dir, resume=True, distinct=True)
     p = _cli([path, "--top", "12", "--out", out_dir, "--resume", "--no-progress"], env=_env(cache_dir))
     _, err = p.communicate(timeout=120)
     assert p.returncode == 2 and "cannot resume" in err

@@ -48,6 +48,7 @@ def summary(result) -> dict:
     return {"scenario": result.scenario, "objective": result.objective, "space_size": result.space_size,
             "n_designs": result.n_designs, "n_feasible": result.n_feasible, "seconds": result.seconds,
             "compile_s": result.compile_s, "designs_per_s": result.designs_per_s, "complete": result.complete,
+            "distinct": result.distinct,
             "devices": result.devices, "device_kind": result.device_kind, "top": result.top,
             "pareto": result.pareto, "pareto_truncated": result.truncated}
 
@@ -61,7 +62,8 @@ def print_result(result, console: Console, space=None) -> None:
     # settings every listed design shares are printed once; the table keeps the ones that tell them apart
     shared = [ax for ax in varied if designs and all(d[ax] == designs[0][ax] for d in designs)]
     differ = [ax for ax in varied if ax not in shared]
-    tab = Table(title=f"top {len(result.top)} by {result.objective}")
+    kind = "distinct values of " if result.distinct else ""
+    tab = Table(title=f"top {len(result.top)} by {kind}{result.objective}")
     for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB"):
         tab.add_column(col, justify="right")
     for ax in differ:
@@ -113,7 +115,7 @@ def run(args) -> int:
     try:
         result = sweep(scenario, top_k=args.top, chunk_size=args.chunk, out_dir=args.out, resume=args.resume,
                        devices=args.devices, progress=not args.no_progress, max_designs=args.max_designs,
-                       checkpoint_every_s=args.checkpoint_every)
+                       checkpoint_every_s=args.checkpoint_every, distinct=args.distinct)
     except ResumeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -154,6 +156,9 @@ def register(sub):
     p = sub.add_parser("sweep", help="exhaustive streaming sweep: running top-k and Pareto fronts, resumable")
     p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/default.yaml")
     p.add_argument("--top", type=int, default=10, metavar="K", help="designs to keep by the objective (default 10)")
+    p.add_argument("--distinct", action="store_true",
+                   help="top-k of distinct objective values: one design (the lowest index) per value, so designs "
+                        "that differ only in knobs without effect there do not fill the list")
     p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
     p.add_argument("--devices", type=int, default=None, metavar="N", help="use the first N devices (default all)")

@@ -52,8 +52,9 @@ def check_compatible(meta: dict, expected: dict, where: str) -> None:
     """Refuse to resume when anything that changes the result differs."""
     names = {"fingerprint": "the scenario changed since this sweep started",
              "space_size": "the design space changed", "top_k": "--top differs", "front_size": "front size differs",
-             "objective": "the objective changed", "start": "--start differs"}
+             "objective": "the objective changed", "start": "--start differs", "distinct": "--distinct differs"}
+    defaults = {"distinct": False}  # checkpoints written before the key existed
     for key, why in names.items():
-        if meta.get(key) != expected.get(key):
+        if meta.get(key, defaults.get(key)) != expected.get(key, defaults.get(key)):
             raise ResumeError(f"{where}: cannot resume: {why} ({key}: checkpoint {meta.get(key)!r}, "
                               f"now {expected.get(key)!r}); start a new sweep without --resume or use another --out")

@@ -70,6 +70,7 @@ class SweepResult:
     devices: int
     device_kind: str
     chunk_designs: int  # designs per block (all devices)
+    distinct: bool = False  # the top-k holds distinct objective values
 
     def to_json(self) -> dict:
         return dataclasses.asdict(self)
@@ -96,7 +97,7 @@ def _default_chunk(devs) -> int:
     return CPU_CHUNK if devs[0].platform == "cpu" else ACCEL_CHUNK
 
 
-def _build_step(scenario, layout, rows: int, mesh):
+def _build_step(scenario, layout, rows: int, mesh, distinct: bool = False):
     """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
 
     Per device: grid-evaluate its rows into the negated objective and step time and the front metrics (the
@@ -136,7 +137,7 @@ def _build_step(scenario, layout, rows: int, mesh):
                 top, fronts, neg_key, neg_t, ys,
                 index_of=lambda ids: global_index(start_hi, start_lo, dev_off + ids.astype(jnp.int32)),
                 gather=lambda x: jax.lax.all_gather(x, "d", tiled=True),
-                anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0, group=group)
+                anywhere=lambda c: jax.lax.pmax(c.astype(jnp.int32), "d") > 0, group=group, distinct=distinct)
 
         top, fronts = jax.lax.cond(n_ok > 0, fold_in, lambda top, fronts, *_: (top, fronts),
                                    state.top, state.fronts, neg_key, neg_t, ys)
@@ -202,14 +203,17 @@ def _result_lists(scenario, host: State, params):
 
 
 def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devices=None, progress=True,
-          max_designs=None, *, checkpoint_every_s: float = 5.0, start: int = 0) -> SweepResult:
+          max_designs=None, *, checkpoint_every_s: float = 5.0, start: int = 0,
+          distinct: bool = False) -> SweepResult:
     """Evaluate every design of ``scenario.space`` (or the first ``max_designs``) and keep the best.
 
     top_k: designs kept by the scenario's objective; chunk_size: designs per device per block (rounded to whole
     grid rows; default 2**20 on CPU, 2**23 on accelerators); out_dir: checkpoint there every
     ``checkpoint_every_s`` seconds and on Ctrl-C; resume: continue from out_dir's checkpoint (refused if the
     scenario changed); devices: None (all), a count, or a list of jax devices; start: first index swept (the
-    range is [start, start + max_designs), e.g. to split a space by hand); the result covers only that range.
+    range is [start, start + max_designs), e.g. to split a space by hand); the result covers only that range;
+    distinct: the top-k lists the k best distinct objective values, each by its lowest-index design (designs
+    that tie with a listed one, e.g. differing only in a knob the model ignores at that point, are left out).
     """
     t_start = time.perf_counter()
     if top_k < 1:
@@ -232,6 +236,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     rep, per_dev = NamedSharding(mesh, P()), NamedSharding(mesh, P("d"))
     is_main = jax.process_index() == 0
     meta_expected = {"fingerprint": scenario.fingerprint, "space_size": str(space.size), "top_k": int(top_k),
+                     "distinct": bool(distinct),
                      "front_size": FRONT_SIZE, "objective": scenario.objective, "start": str(start)}
 
     cursor, host_state, prev_seconds = start, _init_state(top_k), 0.0
@@ -254,10 +259,10 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
         return _global(np.asarray(row, np.int32), rep)
 
     t_c = time.perf_counter()
-    cache_key = (scenario.fingerprint, layout, rows, top_k, fold.CANDIDATES, tuple(d.id for d in devs),
+    cache_key = (scenario.fingerprint, layout, rows, top_k, distinct, fold.CANDIDATES, tuple(d.id for d in devs),
                  jax.process_count())
     if cache_key not in _COMPILED:  # params are arguments: only shapes matter, the fingerprint is for safety
-        step = _build_step(scenario, layout, rows, mesh)
+        step = _build_step(scenario, layout, rows, mesh, distinct)
         _COMPILED[cache_key] = step.lower(state, scalars(min(cursor, end - 1)), params).compile()
     compiled = _COMPILED[cache_key]
     compile_s = time.perf_counter() - t_c
@@ -313,4 +318,4 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
         n_feasible=(int(host.feas_hi) << IDX_BITS) | int(host.feas_lo), seconds=seconds, compile_s=compile_s,
         designs_per_s=swept / max(seconds - compile_s, 1e-9), top=top, pareto=fronts,
         complete=done_cursor >= end, truncated=truncated, devices=n_dev, device_kind=devs[0].device_kind,
-        chunk_designs=block)
+        chunk_designs=block, distinct=bool(distinct))

@@ -55,10 +55,11 @@ def _best_groups(score, m: int, group: int):
     return (gid[:, None] * group + jnp.arange(group, dtype=gid.dtype)[None, :]).reshape(-1)
 
 
-def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere, group: int = 1):
+def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere, group: int = 1, distinct: bool = False):
     """(top, fronts) after the block. index_of: local flat positions -> global (hi, lo); gather: all-gather
     over devices (tiled); anywhere: a boolean scalar reduced with "any" over devices (uniform control flow);
-    group: designs per group for the two-level selections (a divisor of the block, e.g. the last grid axes)."""
+    group: designs per group for the two-level selections (a divisor of the block, e.g. the last grid axes);
+    distinct: the top-k keeps the k best distinct objective values (``topk.merge``)."""
     neg_key, neg_t, ys = _flat(neg_key), _flat(neg_t), [_flat(y) for y in ys]
     n = neg_t.shape[0]
     k = min(top.key.shape[0], n)
@@ -74,12 +75,15 @@ def fold_block(top, fronts, neg_key, neg_t, ys, index_of, gather, anywhere, grou
 
     def merge_top(top):
         # all points of the k best groups: the merge orders them by (key, index), so ties resolve exactly
-        if group > 1 and n // group > k:
+        if distinct:
+            _, pos = topk.distinct_best(neg_key, k)
+        elif group > 1 and n // group > k:
             pos = _best_groups(neg_key, k, group)
         else:
             _, pos = jax.lax.top_k(neg_key, k)  # equal keys: lowest position (= lowest index) first
         hi, lo = index_of(pos)
-        return topk.merge(top, topk.TopK(gather(topk.clean_key(-neg_key[pos], True)), gather(hi), gather(lo)))
+        return topk.merge(top, topk.TopK(gather(topk.clean_key(-neg_key[pos], True)), gather(hi), gather(lo)),
+                          distinct)
 
     top = jax.lax.cond(anywhere(jnp.max(neg_key) >= -top.key[-1]), merge_top, lambda top: top, top)
 
