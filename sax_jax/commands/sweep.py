@@ -68,8 +68,14 @@ def print_result(result, console: Console, space=None) -> None:
         tab.add_column(col, justify="right")
     for ax in differ:
         tab.add_column(ax, justify="left")
+    # enough decimals that different step times never print alike (twins differing in the 4th digit are common)
+    times = [r["step_time_s"] for r in result.top]
+    digits = 3
+    while digits < 6 and len({f"{t:.{digits}f}" for t in times}) < len(set(times)):
+        digits += 1
+    show = lambda t: f"{t:.{digits}f} s" if 1 <= t < float("inf") else fmt_time(t)  # noqa: E731
     for i, r in enumerate(result.top):
-        tab.add_row(str(i + 1), fmt_time(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
+        tab.add_row(str(i + 1), show(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
                     f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}",
                     *[str(r["design"][ax]) for ax in differ])
     if shared:
