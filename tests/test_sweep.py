@@ -184,7 +184,8 @@ def tied(tmp_path_factory):
     design of that placement has an exact twin, so a plain top-k lists each step time twice."""
     path = tmp_path_factory.mktemp("tied") / "tied.yaml"
     text = SMALL.format(configs=CONFIGS, objective="step_time_s")
-    path.write_text(text.replace("placement: [tp-cp-dp-pp, tp-cp-pp-dp]", "placement: [tp-cp-dp-pp, tp-cp-pp-dp, cp-tp-dp-pp]"))
+    path.write_text(text.replace("placement: [tp-cp-dp-pp, tp-cp-pp-dp]",
+                                 "placement: [tp-cp-dp-pp, tp-cp-pp-dp, cp-tp-dp-pp]"))
     sc = sx.load_scenario(str(path))
     return sc, _brute(sc)
 
