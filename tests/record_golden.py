@@ -1,0 +1,80 @@
+"""Record the model's numbers as a golden file (tests/data/golden_model.npz): every bundled scenario on a fixed
+sample of designs (flat evaluation), the grid path of a short sweep, a seeded search, and the 27 validation
+cases. Run once before a refactor that must not change numbers; tests/test_golden.py compares against it.
+
+    python tests/record_golden.py            # writes tests/data/golden_model.npz
+"""
+import glob
+import os
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+import sax_jax as sx  # noqa: E402
+
+SAMPLE = 1024
+
+
+def scenario_paths():
+    return sorted(glob.glob(os.path.join(ROOT, "configs", "scenarios", "*.yaml")))
+
+
+def sample_indices(size: int) -> np.ndarray:
+    rng = np.random.default_rng(1234)
+    n = min(SAMPLE, size)
+    hi = min(size, 2 ** 31 - 1)
+    return np.sort(rng.choice(hi, size=n, replace=False) if hi <= 10 * n else rng.integers(0, hi, n))
+
+
+def cost_arrays(prefix: str, cost) -> dict:
+    out = {}
+    c = jax.device_get(cost)
+    for name in ("step_time_s", "raw_step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
+                 "violation", "feasible"):
+        out[f"{prefix}/{name}"] = np.asarray(getattr(c, name))
+    for k, v in c.breakdown._asdict().items():
+        out[f"{prefix}/breakdown/{k}"] = np.asarray(v)
+    return out
+
+
+def record() -> dict:
+    out = {}
+    for path in scenario_paths():
+        name = os.path.splitext(os.path.basename(path))[0]
+        sc = sx.load_scenario(path)
+        idx = sample_indices(sc.space.size)
+        out[f"{name}/indices"] = idx
+        cost = sx.evaluate(sc, sc.space.decode(jnp.asarray(idx, jnp.int32)))
+        out.update(cost_arrays(name, cost))
+    # the grid path: a short sweep of the default scenario from a fixed start
+    sc = sx.load_scenario(os.path.join(ROOT, "configs", "scenarios", "default.yaml"))
+    res = sx.sweep(sc, top_k=8, max_designs=600_000, start=1_000_000, progress=False, chunk_size=1 << 17)
+    out["sweep/top_index"] = np.asarray([r["index"] for r in res.top])
+    out["sweep/top_step_time_s"] = np.asarray([r["step_time_s"] for r in res.top])
+    out["sweep/n_feasible"] = np.asarray(res.n_feasible)
+    for fname, recs in res.pareto.items():
+        out[f"sweep/{fname}/index"] = np.asarray([r["index"] for r in recs])
+        out[f"sweep/{fname}/step_time_s"] = np.asarray([r["step_time_s"] for r in recs])
+    # a seeded search
+    huge = sx.load_scenario(os.path.join(ROOT, "configs", "scenarios", "huge-four-buildings.yaml"))
+    rec = sx.search(huge, "evolution", strategy="de", budget=1500, seed=0)
+    out["search/step_time_s"] = np.asarray(rec["best"]["step_time_s"])
+    out["search/history"] = np.asarray([np.inf if x is None else x for x in rec["history"]])
+    out["search/baselines"] = np.asarray([rec["baselines"][k] for k in sorted(rec["baselines"])])
+    # validation cases
+    rep = sx.validate()
+    cases = rep["cases"] if isinstance(rep, dict) else rep.cases
+    out["validate/ids"] = np.asarray([c["id"] for c in cases])
+    out["validate/predicted"] = np.asarray([c["predicted"] for c in cases], np.float64)
+    out["meta/jax"] = np.asarray(jax.__version__)
+    return out
+
+
+if __name__ == "__main__":
+    data = record()
+    np.savez_compressed(os.path.join(ROOT, "tests", "data", "golden_model.npz"), **data)
+    print(f"{len(data)} arrays recorded with jax {jax.__version__}")
