@@ -41,10 +41,9 @@ def peak_flops(device) -> tuple:
     return float("nan"), "unknown"
 
 
-def block_flops(result) -> float:
-    """FLOPs of one compiled block program (XLA's cost analysis), per design of the block."""
-    from sax_jax.search import exhaustive
-    comp = list(exhaustive._COMPILED.values())[-1]
+def block_flops(engine, result) -> float:
+    """FLOPs of the engine's latest compiled block program (XLA's cost analysis), per design of the block."""
+    comp = engine.latest_program
     ca = comp.cost_analysis()
     ca = ca[0] if isinstance(ca, (list, tuple)) else ca
     return float(ca.get("flops", float("nan"))) / result.chunk_designs
@@ -63,11 +62,13 @@ def main(argv=None):
 
     import jax
     import sax_jax as sx
+    from sax_jax.engine import Engine
     from sax_jax.search.exhaustive import sweep
 
     sc = sx.load_scenario(args.scenario)
     n = None if args.max_designs is None else int(args.max_designs)
-    kw = dict(top_k=10, chunk_size=args.chunk, devices=args.devices, progress=False, max_designs=n)
+    engine = Engine()
+    kw = dict(top_k=10, chunk_size=args.chunk, devices=args.devices, progress=False, max_designs=n, engine=engine)
     first = sweep(sc, **kw)  # compiles
     walls = []
     for _ in range(max(1, args.repeat)):  # same program, already compiled; shared machines are noisy
@@ -77,7 +78,7 @@ def main(argv=None):
     wall = statistics.median(walls)
     dev = jax.devices()[0]
     peak, peak_src = (args.peak_flops, "--peak-flops") if args.peak_flops else peak_flops(dev)
-    fpd = block_flops(steady)
+    fpd = block_flops(engine, steady)
     out = {
         "benchmark": "throughput", "scenario": sc.name, "n_designs": steady.n_designs,
         "n_feasible": steady.n_feasible, "designs_per_s": steady.n_designs / wall, "seconds": wall,

@@ -11,6 +11,7 @@ Design points are integer/float tensors; one jit-compiled, vmapped step-time mod
 """
 from .config import Scenario, load_scenario
 from .cost import BREAKDOWN_KEYS, VIOLATIONS, Cost, violation_reasons
+from .engine import Engine
 from .evaluate import cost_to_dict, evaluate, evaluate_one
 from .params import build_params
 from .space import AXES, Design, DesignSpace, stack
@@ -21,7 +22,7 @@ from .validation import validate
 
 __all__ = ["Scenario", "load_scenario", "Cost", "BREAKDOWN_KEYS", "VIOLATIONS", "violation_reasons", "evaluate",
            "evaluate_one", "cost_to_dict", "build_params", "AXES", "Design", "DesignSpace", "stack",
-           "ConfigError", "design_from_dict", "sweep", "search", "validate"]
+           "ConfigError", "design_from_dict", "sweep", "search", "validate", "Engine"]
 __version__ = "0.1.0"
 
 

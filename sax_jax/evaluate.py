@@ -6,12 +6,13 @@ retrace. Params are passed as arguments (not closed over) so swapping hardware n
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from .cost import Cost, step_time
+from .cost.terms import REPORT_FIELDS
+from .engine import DEFAULT_ENGINE
 from .params import build_params
-from .space import AXES, NUMERIC_AXES, Design
+from .space import AXES, Design, axis_dtype
 
 TRACE_COUNT = {"batched": 0}
 
@@ -29,7 +30,7 @@ def as_batch(design: Design) -> Design:
     leaves = []
     for ax in AXES:
         x = getattr(design, ax)
-        dtype = np.float32 if ax in NUMERIC_AXES else np.int32
+        dtype = axis_dtype(ax)
         # host values stay numpy (one transfer at the jit call); device values are cast on device
         x = x.astype(dtype) if isinstance(x, jax.Array) else np.asarray(x, dtype)
         leaves.append(x[None] if x.ndim == 0 else x)
@@ -43,36 +44,21 @@ def evaluate(scenario, designs: Design, params=None) -> Cost:
     return evaluate_batch(params, batch)
 
 
-_PARAMS: dict = {}
-
-
-def _params_cached(scenario):
-    key = scenario.fingerprint
-    if key not in _PARAMS:
-        _PARAMS[key] = build_params(scenario)
-    return _PARAMS[key]
-
-
-def evaluate_one(scenario, design: Design) -> dict:
+def evaluate_one(scenario, design: Design, engine=None) -> dict:
     """Host dict of one design's cost (python floats)."""
-    cost = evaluate(scenario, design, _params_cached(scenario))
+    cost = evaluate(scenario, design, (engine or DEFAULT_ENGINE).params(scenario))
     return cost_to_dict(cost, 0)
 
 
 def cost_to_dict(cost: Cost, i: int) -> dict:
     cost = jax.device_get(cost)  # one transfer for the whole tree, not one per leaf
     get = lambda x: np.asarray(x)[i]  # noqa: E731
-    out = {
-        "step_time_s": float(get(cost.step_time_s)),
-        "tokens_per_s": float(get(cost.tokens_per_s)),
-        "mfu": float(get(cost.mfu)),
-        "memory_bytes": float(get(cost.memory_bytes)),
-        "breakdown": {k: float(get(v)) for k, v in cost.breakdown._asdict().items()},
-        "cross_building_bytes": float(get(cost.cross_building_bytes)),
-        "feasible": bool(get(cost.feasible)),
-        "violation": int(get(cost.violation)),
-        "raw_step_time_s": float(get(cost.raw_step_time_s)),
-        "group_levels": np.asarray(cost.group_levels)[i].tolist(),
-    }
+    kinds = {"feasible": bool, "violation": int}
+    out = {}
+    for name in REPORT_FIELDS + ("raw_step_time_s",):
+        x = getattr(cost, name)
+        out[name] = ({k: float(get(v)) for k, v in x._asdict().items()} if name == "breakdown"
+                     else kinds.get(name, float)(get(x)))
+    out["group_levels"] = np.asarray(cost.group_levels)[i].tolist()
     return out
 

@@ -6,8 +6,10 @@ transports (shapes) are static.
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -15,6 +17,44 @@ from .space import placement_inner_table
 from .specs import SystemSpec, Training, ModelSpec
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
+NVLINK_LEVEL = "node"
+
+
+@jax.tree_util.register_static
+@dataclasses.dataclass(frozen=True)
+class Topology:
+    """Static structure of a system's hierarchy (shapes, not values): a pytree with no leaves, so it rides
+    inside ``Params`` through jit and a different structure compiles a different program.
+
+    building_level: index of the outermost level inside one building (HSDP shards its states over the levels
+    up to here and replicates across the rest); decided by level name, like the cross-building levels.
+    """
+    level_names: tuple
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.level_names)
+
+    @property
+    def cross_building(self) -> tuple:
+        return tuple(n in CROSS_BUILDING_LEVELS for n in self.level_names)
+
+    @property
+    def is_network(self) -> tuple:
+        return tuple(n != NVLINK_LEVEL for n in self.level_names)
+
+    @property
+    def building_level(self) -> int:
+        inside = [i for i, cross in enumerate(self.cross_building) if not cross]
+        return inside[-1] if inside else 0
+
+    @property
+    def inside_building(self) -> tuple:
+        return tuple(i <= self.building_level for i in range(self.n_levels))
+
+    @staticmethod
+    def of(system: SystemSpec) -> "Topology":
+        return Topology(tuple(lv.name for lv in system.levels))
 
 
 class ModelP(NamedTuple):
@@ -94,67 +134,82 @@ class Params(NamedTuple):
     transport: TransportP
     train: TrainP
     placement_inner: jnp.ndarray  # [n_placements, 4, 4]
+    topology: Topology  # static
 
 
 def _f(x, dtype):
     return jnp.asarray(np.asarray(x, np.float64), dtype)
 
 
+def _arrays(cls, dtype, **values):
+    """A params NamedTuple built by field name: a missing or unknown field is an error, never a shifted value."""
+    missing, unknown = set(cls._fields) - set(values), set(values) - set(cls._fields)
+    if missing or unknown:
+        raise TypeError(f"{cls.__name__}: missing {sorted(missing)}, unknown {sorted(unknown)}")
+    return cls(**{k: _f(v, dtype) for k, v in values.items()})
+
+
 def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
     moe = m.moe
-    return ModelP(*[_f(v, dtype) for v in (
-        m.layers, m.hidden, m.heads, m.kv_heads, m.head_dim, m.ffn, 3 if m.gated_mlp else 2, m.vocab,
-        1 if m.tied_embeddings else 0,
-        moe.experts if moe else 0, moe.top_k if moe else 1, moe.expert_ffn if moe else 0,
-        moe.shared_experts if moe else 0, (m.n_moe_layers / m.layers) if moe else 0.0,
-        moe.imbalance if moe else 1.0, moe.locality if moe else 0.0)])
+    return _arrays(
+        ModelP, dtype, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
+        ffn=m.ffn, mlp_mats=3 if m.gated_mlp else 2, vocab=m.vocab, tied=1 if m.tied_embeddings else 0,
+        experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
+        shared_experts=moe.shared_experts if moe else 0,
+        moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
+        locality=moe.locality if moe else 0.0)
 
 
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
     g, e = system.gpu, system.gpu.efficiency
-    return GpuP(*[_f(v, dtype) for v in (
-        g.peak_flops(training.precision), g.hbm_bytes * g.usable_memory_fraction, g.hbm_GBps * 1e9,
-        e.gemm_max, e.gemm_half_flops, e.attention_max, e.memory_bound, e.layer_overhead_us * 1e-6)])
+    return _arrays(
+        GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
+        hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
+        attention_max=e.attention_max, memory_bound=e.memory_bound, layer_overhead_s=e.layer_overhead_us * 1e-6)
 
 
 def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
     e = system.gpu.efficiency
     lv = system.levels
-    bus = [e.nvlink_bus if i == 0 else e.network_bus for i in range(len(lv))]
-    return NetP(
-        unit_gpus=_f(system.unit_gpus, dtype),
-        bw_Bps=_f([l.bandwidth_GBps * 1e9 * b for l, b in zip(lv, bus)], dtype),
-        latency_s=_f([l.latency_us * 1e-6 for l in lv], dtype),
-        oversub=_f([l.oversubscription for l in lv], dtype),
-        loss=_f([l.loss_rate for l in lv], dtype),
-        paths=_f([l.paths for l in lv], dtype),
-        mtu_bytes=_f([l.mtu_bytes for l in lv], dtype),
-        planes=_f([l.planes for l in lv], dtype),
-        fail_per_s=_f([l.failure_rate_per_hour / 3600.0 for l in lv], dtype),
-        is_network=_f([0.0] + [1.0] * (len(lv) - 1), dtype),
-        cross_building=_f([1.0 if l.name in CROSS_BUILDING_LEVELS else 0.0 for l in lv], dtype),
+    topo = Topology.of(system)
+    bus = [e.network_bus if net else e.nvlink_bus for net in topo.is_network]
+    return _arrays(
+        NetP, dtype,
+        unit_gpus=system.unit_gpus,
+        bw_Bps=[l.bandwidth_GBps * 1e9 * b for l, b in zip(lv, bus)],
+        latency_s=[l.latency_us * 1e-6 for l in lv],
+        oversub=[l.oversubscription for l in lv],
+        loss=[l.loss_rate for l in lv],
+        paths=[l.paths for l in lv],
+        mtu_bytes=[l.mtu_bytes for l in lv],
+        planes=[l.planes for l in lv],
+        fail_per_s=[l.failure_rate_per_hour / 3600.0 for l in lv],
+        is_network=[float(x) for x in topo.is_network],
+        cross_building=[float(x) for x in topo.cross_building],
     )
 
 
 def transport_params(transports, dtype=jnp.float32) -> TransportP:
-    return TransportP(
-        ecmp=_f([t.load_balancing == "ecmp" for t in transports], dtype),
-        go_back_n=_f([t.loss_recovery == "go_back_n" for t in transports], dtype),
-        bounded=_f([t.loss_recovery == "bounded_loss" for t in transports], dtype),
-        qps=_f([t.qps for t in transports], dtype),
-        window_bytes=_f([t.channels * t.window_bytes_per_channel for t in transports], dtype),
-        channels=_f([t.channels for t in transports], dtype),
-        reroute_s=_f([t.reroute_s for t in transports], dtype),
-        tolerated_loss=_f([t.tolerated_loss for t in transports], dtype),
+    return _arrays(
+        TransportP, dtype,
+        ecmp=[t.load_balancing == "ecmp" for t in transports],
+        go_back_n=[t.loss_recovery == "go_back_n" for t in transports],
+        bounded=[t.loss_recovery == "bounded_loss" for t in transports],
+        qps=[t.qps for t in transports],
+        window_bytes=[t.channels * t.window_bytes_per_channel for t in transports],
+        channels=[t.channels for t in transports],
+        reroute_s=[t.reroute_s for t in transports],
+        tolerated_loss=[t.tolerated_loss for t in transports],
     )
 
 
 def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> TrainP:
     t = training
-    return TrainP(*[_f(v, dtype) for v in (
-        t.global_batch_sequences, t.seq_len, t.param_bytes, t.grad_bytes, t.grad_reduce_bytes,
-        t.optimizer_bytes_per_param, 1 if t.sequence_parallel else 0, 1 if t.flash_attention else 0,
-        1 if t.allow_bounded_loss else 0, system.n_gpus)])
+    return _arrays(
+        TrainP, dtype, gbs=t.global_batch_sequences, seq=t.seq_len, param_bytes=t.param_bytes,
+        grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
+        seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
+        allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus)
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:
@@ -165,4 +220,5 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
         transport=transport_params(scenario.transports, dtype),
         train=train_params(scenario.training, scenario.system, dtype),
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
+        topology=Topology.of(scenario.system),
     )

@@ -8,6 +8,7 @@ into the global option tuples below (placement and transport codes index the tup
 from __future__ import annotations
 
 import dataclasses
+import enum
 import itertools
 from typing import NamedTuple
 
@@ -17,11 +18,62 @@ import numpy as np
 
 from .specs import ConfigError
 
-SCHEDULES = ("gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "latency-aware")
-RECOMPUTE = ("none", "selective", "full")
-SHARDING = ("zero0", "zero1", "zero2", "fsdp", "hsdp")
-DP_ALGOS = ("ring", "tree", "hierarchical")
-OVERLAP = ("none", "dp", "dp+tp")
+class Option(enum.IntEnum):
+    """Codes of a categorical axis. Members are declared with their option name; the code is the declaration
+    order, so the option tuples below and every comparison in the model come from one place."""
+
+    def __new__(cls, label: str):
+        code = len(cls.__members__)
+        member = int.__new__(cls, code)
+        member._value_ = code
+        member.label = label
+        return member
+
+    @classmethod
+    def labels(cls) -> tuple:
+        return tuple(m.label for m in cls)
+
+
+class Schedule(Option):
+    GPIPE = "gpipe"
+    ONE_F_ONE_B = "1f1b"
+    INTERLEAVED = "interleaved"
+    ZB_H1 = "zb-h1"
+    ZB_H2 = "zb-h2"
+    LATENCY_AWARE = "latency-aware"
+
+
+class Recompute(Option):
+    NONE = "none"
+    SELECTIVE = "selective"
+    FULL = "full"
+
+
+class Sharding(Option):
+    ZERO0 = "zero0"  # replicated optimizer, all-reduced gradients
+    ZERO1 = "zero1"  # Megatron's distributed optimizer
+    ZERO2 = "zero2"
+    FSDP = "fsdp"  # ZeRO-3
+    HSDP = "hsdp"  # ZeRO-3 inside the building, replicated across
+
+
+class DpAlgo(Option):
+    RING = "ring"
+    TREE = "tree"
+    HIERARCHICAL = "hierarchical"
+
+
+class Overlap(Option):
+    NONE = "none"
+    DP = "dp"
+    DP_TP = "dp+tp"
+
+
+SCHEDULES = Schedule.labels()
+RECOMPUTE = Recompute.labels()
+SHARDING = Sharding.labels()
+DP_ALGOS = DpAlgo.labels()
+OVERLAP = Overlap.labels()
 LAYOUT_AXES = ("tp", "cp", "pp", "dp")  # axes of the rank layout; ep lives inside dp
 PLACEMENTS = tuple("-".join(p) for p in itertools.permutations(LAYOUT_AXES))
 
@@ -33,6 +85,12 @@ AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "t
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
                    "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
+
+
+def axis_dtype(axis: str):
+    """Leaf dtype of an axis: numeric knobs are float32 (the relaxed search moves them continuously),
+    categorical codes int32."""
+    return np.float32 if axis in NUMERIC_AXES else np.int32
 
 
 class Design(NamedTuple):
@@ -112,12 +170,12 @@ class DesignSpace:
         return [decode_option(axis, v, self.transport_names) for v in self.options[AXES.index(axis)]]
 
     # -- flat index <-> digits <-> Design ------------------------------------------------------------
-    def _host_tables(self):
-        return [np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32) for ax, o in zip(AXES, self.options)]
+    def host_tables(self):
+        """Per-axis option values as host numpy arrays in the model's dtypes (``axis_dtype``)."""
+        return [np.asarray(o, axis_dtype(ax)) for ax, o in zip(AXES, self.options)]
 
     def _tables(self):
-        return [jnp.asarray(np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32))
-                for ax, o in zip(AXES, self.options)]
+        return [jnp.asarray(t) for t in self.host_tables()]
 
     def digits_of(self, index: int) -> list:
         """Host-side mixed-radix digits of a Python int (last axis fastest)."""
@@ -137,7 +195,7 @@ class DesignSpace:
         if isinstance(digits, jax.Array):
             tables, digits = self._tables(), jnp.asarray(digits, jnp.int32)
         else:
-            tables, digits = self._host_tables(), np.asarray(digits, np.int32)
+            tables, digits = self.host_tables(), np.asarray(digits, np.int32)
         return Design(*[tab[digits[..., i]] for i, tab in enumerate(tables)])
 
     def decode(self, index) -> Design:
@@ -180,7 +238,7 @@ class DesignSpace:
         leaves = []
         for ax in AXES:
             code = encode_option(ax, merged[ax], self.transport_names, file)
-            leaves.append(jnp.asarray(code, jnp.float32 if ax in NUMERIC_AXES else jnp.int32))
+            leaves.append(jnp.asarray(code, axis_dtype(ax)))
         return Design(*leaves)
 
     def to_dict(self, design: Design, i: int | None = None) -> dict:

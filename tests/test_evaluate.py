@@ -1,6 +1,5 @@
 """The jit(vmap) boundary: batch == loop, jit == no-jit, float32 ~ float64, no retrace."""
 import json
-import os
 import subprocess
 import sys
 

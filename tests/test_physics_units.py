@@ -24,7 +24,8 @@ def m22():
 
 
 def train(sp=1.0, flash=0.0):
-    return TrainP(*(F(v) for v in (4, 2048, 2, 4, 4, 12, sp, flash, 0, 8)))
+    return TrainP(gbs=F(4), seq=F(2048), param_bytes=F(2), grad_bytes=F(4), grad_reduce_bytes=F(4), opt_bytes=F(12),
+                  seq_parallel=F(sp), flash=F(flash), allow_bounded=F(0), n_gpus=F(8))
 
 
 # ---------------------------------------------------------------------------------------------- compute

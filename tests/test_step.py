@@ -6,7 +6,7 @@ from hypothesis import given, settings, strategies as st
 
 import sax_jax as sx
 from sax_jax.cost import BREAKDOWN_KEYS
-from sax_jax.cost.step import VIOLATION_BIT
+from sax_jax.cost.feasibility import VIOLATION_BIT
 from sax_jax.evaluate import as_batch, evaluate_batch
 
 from conftest import scaled

@@ -1,7 +1,7 @@
 """Alpha-beta collective costs over the hierarchy (Thakur, Rabenseifner & Gropp 2005; NCCL's tuning model).
 
 Every function takes the group's participants per level k [L], the message size S in bytes per GPU, and
-per-level latency alpha [L] (s) and per-GPU bandwidth B [L] (bytes/s), and returns seconds. n = prod(k).
+per-level latency alpha_s [L] (s) and per-GPU bandwidth B [L] (bytes/s), and returns seconds. n = prod(k).
 A flat algorithm over a multi-level group runs at its slowest spanned level (bottleneck bandwidth, worst
 latency); the hierarchical one pays each level for its own share.
 """
@@ -12,39 +12,39 @@ from .placement import spans
 _BIG = 1e30
 
 
-def bottleneck(k, alpha, bw):
+def bottleneck(k, alpha_s, bw_Bps):
     """Worst latency and bandwidth among the levels the group spans (neutral values if it spans none)."""
     s = spans(k) > 0
     any_span = jnp.any(s)
-    a = jnp.where(any_span, jnp.max(jnp.where(s, alpha, 0.0)), 0.0)
-    b = jnp.where(any_span, jnp.min(jnp.where(s, bw, _BIG)), _BIG)
+    a = jnp.where(any_span, jnp.max(jnp.where(s, alpha_s, 0.0)), 0.0)
+    b = jnp.where(any_span, jnp.min(jnp.where(s, bw_Bps, _BIG)), _BIG)
     return a, b
 
 
-def ring_allreduce_s(k, size_bytes, alpha, bw):
-    """2(n-1) alpha + 2 (n-1)/n S/B."""
+def ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
+    """2(n-1) alpha_s + 2 (n-1)/n S/B."""
     n = jnp.prod(k)
-    a, b = bottleneck(k, alpha, bw)
+    a, b = bottleneck(k, alpha_s, bw_Bps)
     return 2.0 * (n - 1.0) * a + 2.0 * (n - 1.0) / n * size_bytes / b
 
 
-def ring_reduce_scatter_s(k, size_bytes, alpha, bw):
-    """(n-1) alpha + (n-1)/n S/B; all-gather costs the same."""
-    return 0.5 * ring_allreduce_s(k, size_bytes, alpha, bw)
+def ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
+    """(n-1) alpha_s + (n-1)/n S/B; all-gather costs the same."""
+    return 0.5 * ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps)
 
 
-def tree_allreduce_s(k, size_bytes, alpha, bw):
+def tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast)."""
     n = jnp.prod(k)
-    _, b = bottleneck(k, alpha, bw)
-    lat = 2.0 * jnp.sum(jnp.log2(jnp.maximum(k, 1.0)) * alpha)
+    _, b = bottleneck(k, alpha_s, bw_Bps)
+    lat = 2.0 * jnp.sum(jnp.log2(jnp.maximum(k, 1.0)) * alpha_s)
     return jnp.where(n > 1.0 + 1e-6, lat + 2.0 * size_bytes / b, 0.0)
 
 
-def hierarchical_allreduce_s(k, size_bytes, alpha, bw):
+def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L)."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
-    per_level = 2.0 * (k - 1.0) * alpha + 2.0 * (k - 1.0) / k * size_bytes / inner / bw
+    per_level = 2.0 * (k - 1.0) * alpha_s + 2.0 * (k - 1.0) / k * size_bytes / inner / bw_Bps
     return jnp.sum(per_level)
 
 
@@ -54,14 +54,14 @@ def hierarchical_allreduce_s(k, size_bytes, alpha, bw):
 
 
 
-def all_to_all_s(m, k, size_bytes, alpha, bw):
+def all_to_all_s(m, k, size_bytes, alpha_s, bw_Bps):
     """Each GPU sends S/n to every member; (m_L - m_(L-1))/n of S leaves through level L.
 
     Two-level form of DESIGN.md: (G-1) a_nvl + (G-1)/G S/B_nvl + (N-1) a_net + (N-1)/N S/B_net.
     """
     n = m[-1]
     m_below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
-    return jnp.sum((k - 1.0) * alpha + (m - m_below) / n * size_bytes / bw)
+    return jnp.sum((k - 1.0) * alpha_s + (m - m_below) / n * size_bytes / bw_Bps)
 
 
 def bytes_per_level_allreduce(k, size_bytes):

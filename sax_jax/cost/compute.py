@@ -8,7 +8,12 @@ flash-attention backward recomputes QK^T and does four more matmuls: 2.5x its fo
 GEMM time = FLOPs / (peak x eta(W)) with eta(W) = eta_max W / (W + W_half), i.e. (W + W_half)/(peak eta_max):
 small GEMMs pay a fixed cost equal to W_half of work.
 """
+from typing import NamedTuple
+
 import jax.numpy as jnp
+
+from ..space import Recompute
+from .terms import Term
 
 FLASH_BWD_RATIO = 2.5
 # Elementwise traffic per token per layer (forward), bytes per hidden element: two norms (read + write 16-bit),
@@ -64,11 +69,18 @@ def model_flops_per_sequence(seq, m):
     return 3.0 * (m.layers * (qkv + proj + mlp + attn) + logits)
 
 
-def layer_times(design_tp, design_cp, mbs, seq, m, g, train):
-    """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios.
+class LayerTimes(NamedTuple):
+    """Seconds of one layer for one microbatch on one GPU."""
+    fwd_s: jnp.ndarray
+    bwd_s: jnp.ndarray
+    linear_fwd_s: jnp.ndarray  # the GEMMs of the forward (the window TP communication can hide under)
+    attn_fwd_s: jnp.ndarray  # the attention core of the forward (the window of ring attention)
+    weight_grad_s: jnp.ndarray  # the weight-gradient GEMMs of the backward (what zero-bubble defers)
+    recompute_selective_s: jnp.ndarray  # what selective recompute adds (the attention core again)
 
-    Returns dict with fwd, bwd, recompute_full, recompute_selective and the weight-gradient part of bwd.
-    """
+
+def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
+    """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios."""
     t, c = design_tp, design_cp
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, m, m.moe_fraction)
@@ -91,8 +103,8 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train):
     attn_b = jnp.where(flash, FLASH_BWD_RATIO * attn_flash_f, 2.0 * attn_plain_f + MEMORY_BWD_RATIO * softmax_f)
     fwd = linear_f + attn_f + elem_f + g.layer_overhead_s
     bwd = 2.0 * linear_f + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s
-    return dict(fwd=fwd, bwd=bwd, linear_fwd=linear_f, attn_fwd=attn_f, weight_grad=linear_f,
-                recompute_full=fwd, recompute_selective=attn_f)
+    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f, weight_grad_s=linear_f,
+                      recompute_selective_s=attn_f)
 
 
 def logits_times(tp, cp, mbs, seq, m, g):
@@ -101,3 +113,14 @@ def logits_times(tp, cp, mbs, seq, m, g):
     f = gemm_time_s(flops, g.peak_flops, g.gemm_max, g.gemm_half_flops)
     ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * m.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
+
+
+def compute_term(ctx, d, model) -> Term:
+    """Kernels of the slowest stage: its layers forward, backward and recomputed, plus the output layer.
+    Memory: fp32 logits of the whole microbatch when one stage holds both ends (pp = 1)."""
+    lt = ctx.layer
+    recompute_s = jnp.select([d.recompute == Recompute.SELECTIVE, d.recompute == Recompute.FULL],
+                             [lt.recompute_selective_s, lt.fwd_s], 0.0)
+    stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s
+    logits_bytes = jnp.where(d.pp <= 1.0, 4.0 * d.mbs * ctx.seq * model.vocab / (d.tp * d.cp), 0.0)
+    return Term(stage_s=stage_s, memory_bytes=logits_bytes)

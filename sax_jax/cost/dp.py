@@ -20,32 +20,41 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 """
 import jax.numpy as jnp
 
-from .collectives import hierarchical_allreduce_s, tree_allreduce_s
+from ..space import DpAlgo, Overlap, Sharding
+from .collectives import bytes_per_level_allreduce, hierarchical_allreduce_s, tree_allreduce_s
+from .memory import model_state_bytes
+from .overlap import exposed_s
 from .placement import spans
+from .terms import Term
 
 BUCKET_PARAMS = 4e7  # Megatron's default DDP bucket (40M parameters)
 
 
-def multirail_ring_reduce_scatter_s(k, size_bytes, alpha, bw):
+def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
     """NCCL ring reduce-scatter (all-gather: same) over levels with k[L] participants each:
     (n-1) alpha_max + max_L (n-1)/n S / (m_(L-1) B_L) over the spanned levels, m_(L-1) = prod(k below L)."""
     n = jnp.prod(k)
     s = spans(k) > 0
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
-    per_level = jnp.where(s, (n - 1.0) / n * size_bytes / (inner * bw), 0.0)
-    a = jnp.max(jnp.where(s, alpha, 0.0))
+    per_level = jnp.where(s, (n - 1.0) / n * size_bytes / (inner * bw_Bps), 0.0)
+    a = jnp.max(jnp.where(s, alpha_s, 0.0))
     return (n - 1.0) * a + jnp.max(per_level)
 
 
-def _allreduce_s(algo, k, size_bytes, alpha, bw):
-    """algo (space.DP_ALGOS): 0 multi-rail ring, 1 tree, 2 hierarchical."""
-    return jnp.select([algo == 0, algo == 1],
-                      [2.0 * multirail_ring_reduce_scatter_s(k, size_bytes, alpha, bw),
-                       tree_allreduce_s(k, size_bytes, alpha, bw)],
-                      hierarchical_allreduce_s(k, size_bytes, alpha, bw))
+def shards_weights(sharding):
+    """ZeRO-3 family (fsdp, hsdp): weights gathered per microbatch, states sharded."""
+    return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
 
 
-def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha, bw):
+def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps):
+    """algo: multi-rail ring, tree or hierarchical (space.DpAlgo)."""
+    return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
+                      [2.0 * multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps),
+                       tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps)],
+                      hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps))
+
+
+def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha_s, bw_Bps):
     """Per-step (gradient, parameter) communication seconds for the dp x cp group (before overlap).
 
     k_dp: participants per level of the whole group; k_inner/k_outer: the same split at the building
@@ -53,25 +62,77 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
     """
     # reduce-scatter and all-gather each cost half an all-reduce of the same size (NCCL has no tree
     # reduce-scatter: 'tree' charges half a tree all-reduce, its reduce phase)
-    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha, bw)
+    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_s, bw_Bps)
     rs = 0.5 * ar
-    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha, bw)
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
-    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha, bw)
-    grad = jnp.select([sharding == 0, sharding <= 2, sharding == 3], [ar, rs, 0.0], hsdp_cross)
-    param = jnp.select([sharding == 0, sharding <= 2], [0.0, ag], 0.0)
+    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_s, bw_Bps)
+    zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
+    grad = jnp.select([sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP], [ar, rs, 0.0], hsdp_cross)
+    param = jnp.select([sharding == Sharding.ZERO0, zero12], [0.0, ag], 0.0)
     return grad, param
 
 
-def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha, bw):
+def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps):
     """Per-microbatch ZeRO-3 traffic: all-gather weights in forward and backward, reduce-scatter grads."""
-    k = jnp.where(sharding == 4, k_inner, k_dp)
-    ag = multirail_ring_reduce_scatter_s(k, layer_param_bytes_stage, alpha, bw)
-    rs = multirail_ring_reduce_scatter_s(k, grad_bytes_stage, alpha, bw)
-    return jnp.where(sharding >= 3, 2.0 * ag + rs, 0.0)
+    k = jnp.where(sharding == Sharding.HSDP, k_inner, k_dp)
+    ag = multirail_ring_reduce_scatter_s(k, layer_param_bytes_stage, alpha_s, bw_Bps)
+    rs = multirail_ring_reduce_scatter_s(k, grad_bytes_stage, alpha_s, bw_Bps)
+    return jnp.where(shards_weights(sharding), FSDP_GATHERS * ag + rs, 0.0)
 
 
-def exposed_s(comm, window, overlap_on, n_buckets):
-    """What overlap cannot hide: at least the last bucket, at most everything."""
-    hidden = jnp.maximum(comm - window, comm / n_buckets)
-    return jnp.where(overlap_on, jnp.minimum(hidden, comm), comm)
+FSDP_GATHERS = 2.0  # ZeRO-3 gathers the weights for the forward and again for the backward
+
+
+def dp_term(ctx, d, train):
+    """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
+    reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state
+    (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory."""
+    sharding, lt = d.sharding, ctx.layer
+    params_gpu = ctx.params_dense + ctx.params_expert
+    grad_bytes, param_bytes = params_gpu * train.grad_reduce_bytes, params_gpu * train.param_bytes
+    zero3 = shards_weights(sharding)
+    overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
+    # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
+    fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
+                                    ctx.alpha_s, ctx.bw_Bps)
+    fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
+    stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage), 0.0)
+
+    grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
+                                     grad_bytes, param_bytes, ctx.alpha_s, ctx.bw_Bps)
+    buckets = jnp.maximum(params_gpu / BUCKET_PARAMS, 1.0)
+    # reductions hide under the last microbatch's backward compute, the gather under the first forward's
+    bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
+    fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s
+    step_s = (exposed_s(grad_s, bwd_window_s, overlapped, buckets)
+              + exposed_s(param_s, fwd_window_s, overlapped, buckets))
+
+    hsdp = sharding == Sharding.HSDP
+    state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)
+    state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train)
+             + model_state_bytes(ctx.params_expert, jnp.maximum(state_shards / d.ep, 1.0), sharding, train))
+    layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_stage * train.param_bytes
+    buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
+    return Term(stage_s=stage_s, step_s=step_s, cross_bytes=_cross_bytes(ctx, sharding, grad_bytes, param_bytes,
+                                                                          train),
+                memory_bytes=state + buffers)
+
+
+def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train):
+    """Bytes the same collectives move over campus/region links (hierarchical accounting: level L carries
+    2 (k_L - 1)/k_L of the data left after the levels inside it; a reduce-scatter or all-gather half of that)."""
+    def over_xb(k, size_bytes):
+        return jnp.sum(ctx.xb * bytes_per_level_allreduce(k, size_bytes))
+
+    zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
+    per_step = jnp.select(
+        [sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP],
+        [over_xb(ctx.grad_k, grad_bytes), 0.5 * (over_xb(ctx.grad_k, grad_bytes) + over_xb(ctx.grad_k, param_bytes)),
+         0.0],
+        over_xb(ctx.grad_k_across, grad_bytes / jnp.maximum(ctx.grad_shards_building, 1.0)))
+    k_zero3 = jnp.where(sharding == Sharding.HSDP, ctx.grad_k_building, ctx.grad_k)
+    per_microbatch = jnp.where(shards_weights(sharding),
+                               0.5 * (FSDP_GATHERS * over_xb(k_zero3, param_bytes) + over_xb(k_zero3, grad_bytes)),
+                               0.0)
+    return (per_step + ctx.microbatches * per_microbatch) * train.n_gpus

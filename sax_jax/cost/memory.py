@@ -13,13 +13,11 @@ Adam 12 bytes, sharded per ZeRO stage over dp x cp (Megatron's distributed optim
 """
 import jax.numpy as jnp
 
-# in-flight microbatches on the first stage per schedule (space.SCHEDULES order)
-# gpipe m; 1f1b min(p, m); interleaved p(1 + (p-1)/(pv)); zb-h1 min(p, m); zb-h2 min(2p-1, m);
-# latency-aware 1F1B: p plus its extra warm-up (added by the caller).
+from ..space import Recompute, Schedule, Sharding
 
 
 def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train):
-    """Stored activation bytes of one layer for one microbatch on one GPU. recompute: 0 none, 1 sel, 2 full."""
+    """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute)."""
     s, b, h = seq / cp, mbs, m.hidden
     sbh = s * b * h
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
@@ -29,19 +27,22 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train):
     mlp_hidden = 2.0 * s * b * m.ffn * m.mlp_mats
     tp_part = (qkv + proj_in + mlp_hidden) / tp
     scores = 5.0 * m.heads * s * seq * b / tp
-    scores = jnp.where((train.flash > 0) | (recompute >= 1), 0.0, scores)
+    scores = jnp.where((train.flash > 0) | (recompute != Recompute.NONE), 0.0, scores)
     none_or_sel = sp_part + tp_part + scores
     full = 2.0 * sbh / sp_div
-    return jnp.where(recompute == 2, full, none_or_sel)
+    return jnp.where(recompute == Recompute.FULL, full, none_or_sel)
 
 
 def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
+    """Microbatches whose activations the first stage holds at once: GPipe m; 1F1B min(p, m); interleaved
+    p(1 + (p-1)/(pv)); ZB-H1 min(p, m); ZB-H2 min(2p-1, m); latency-aware 1F1B p plus its extra warm-up."""
     gpipe = m_micro
     onef = jnp.minimum(p, m_micro)
     inter = jnp.minimum(p * (1.0 + (p - 1.0) / (p * v)), m_micro)
     zb2 = jnp.minimum(2.0 * p - 1.0, m_micro)
     la = jnp.minimum(p + extra_warmup, m_micro)
-    return jnp.select([schedule == 0, schedule == 1, schedule == 2, schedule == 3, schedule == 4],
+    return jnp.select([schedule == Schedule.GPIPE, schedule == Schedule.ONE_F_ONE_B,
+                       schedule == Schedule.INTERLEAVED, schedule == Schedule.ZB_H1, schedule == Schedule.ZB_H2],
                       [gpipe, onef, inter, onef, zb2], la)
 
 
@@ -60,10 +61,10 @@ def params_per_gpu(tp, pp, ep, m, layers_stage):
 
 
 def model_state_bytes(params, shard, sharding, train):
-    """Weights + grads + optimizer for `params` sharded over `shard` GPUs. sharding: space.SHARDING order."""
+    """Weights + grads + optimizer for `params` sharded over `shard` GPUs (sharding: space.Sharding)."""
     w, gr, op = train.param_bytes, train.grad_bytes, train.opt_bytes
     full = (w + gr + op) * params
     return jnp.select(
-        [sharding == 0, sharding == 1, sharding == 2],
+        [sharding == Sharding.ZERO0, sharding == Sharding.ZERO1, sharding == Sharding.ZERO2],
         [full, (w + gr) * params + op * params / shard, w * params + (gr + op) * params / shard],
         full / shard)  # fsdp / hsdp (hsdp passes the building-local shard group)

@@ -2,19 +2,42 @@
 
 Bytes per GPU per all-to-all ~ tokens x h x 2 bytes x top_k x (1 - locality), scaled by the load
 imbalance (max/mean expert load), which also scales expert compute (compute.py). The ep group is carved
-from the innermost part of the data-parallel axis (Megatron-Core's expert-data layout).
+from the innermost part of the data-parallel axis (Megatron-Core's expert-data layout). Per MoE layer the
+forward runs dispatch + combine (2 all-to-alls), the backward their gradients twice over (4; Megatron-Core's
+measured backward is about twice the forward), full recompute the forward's again.
 """
 import jax.numpy as jnp
 
+from ..space import Recompute
 from .collectives import all_to_all_s
+from .terms import Term
+
+FWD_ALLTOALLS = 2.0
+BWD_ALLTOALLS = 4.0
 
 
 def moe_alltoall_bytes(tokens_per_gpu, m, act_bytes=2.0):
     return tokens_per_gpu * m.hidden * act_bytes * m.top_k * (1.0 - m.locality) * m.imbalance
 
 
-def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, m, alpha, bw):
+def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, m, alpha_s, bw_Bps):
     """(forward, backward) seconds of one MoE layer's all-to-alls: dispatch + combine, twice in backward."""
-    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, m), alpha, bw)
+    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, m), alpha_s, bw_Bps)
     one = jnp.where(m.experts > 0, one, 0.0)
-    return 2.0 * one, 4.0 * one
+    return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
+
+
+def ep_term(ctx, d, model, train):
+    """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them)."""
+    members = ctx.ep.members
+    f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
+                                        ctx.bw_Bps)
+    fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
+    full = d.recompute == Recompute.FULL
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
+
+    alltoalls = FWD_ALLTOALLS * (1.0 + full) + BWD_ALLTOALLS
+    leaving = members - jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])  # members outside each level
+    per_gpu = alltoalls * moe_alltoall_bytes(ctx.tokens_gpu, model) * jnp.sum(ctx.xb * leaving / d.ep)
+    cross = ctx.microbatches * ctx.layers_stage * model.moe_fraction * per_gpu * train.n_gpus
+    return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s

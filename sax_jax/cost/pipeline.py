@@ -13,32 +13,44 @@ The worst stage is the first one or the one just upstream of the last boundary o
 are evaluated. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
 of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory.
 """
+from typing import NamedTuple
+
+import jax
 import jax.numpy as jnp
+
+from ..space import Schedule
+from .context import ACT_BYTES
+from .memory import activation_bytes_per_layer, in_flight_microbatches
+from .placement import hops_per_level
+from .terms import Term
 
 LATENCY_AWARE_THRESHOLD = 0.1  # hops whose round trip is under 10% of a cycle get no extra warm-up
 
 
-def _candidate_stages(p, m_pp, k_pp, hop_cost):
+def _candidate_stages(p, m_pp, k_pp, hop_s):
     """(window, downstream delay, exists) of the stage just upstream of the last unit of each level."""
     n_levels = m_pp.shape[0]
     out = []
     m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
     for lu in range(n_levels):
         internal = jnp.sum(jnp.where(jnp.arange(n_levels) <= lu,
-                                     (m_pp[lu] / m_below - m_pp[lu] / m_pp) * hop_cost, 0.0))
+                                     (m_pp[lu] / m_below - m_pp[lu] / m_pp) * hop_s, 0.0))
         # the boundary before the last level-lu unit is at the next level above lu that the pipeline spans
         boundary = jnp.zeros_like(p)
         found = jnp.zeros_like(p)
         for up in range(n_levels - 1, lu, -1):
             crosses = k_pp[up] > 1.0 + 1e-6
-            boundary = jnp.where(crosses, hop_cost[up], boundary)
+            boundary = jnp.where(crosses, hop_s[up], boundary)
             found = jnp.maximum(found, crosses.astype(p.dtype))
         out.append((m_pp[lu] + 1.0, boundary + internal, found))
     return out
 
 
-def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_cost, hops_per_level, m_pp, k_pp):
-    """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware)."""
+def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_s, hops_per_level, m_pp, k_pp):
+    """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware).
+
+    Scalars: p stages, m microbatches, v chunks, t_f/t_b/t_w seconds per microbatch per stage; per level [L]:
+    hop_s (one hop's delay), hops_per_level, m_pp (members inside a unit) and k_pp (participants)."""
     t0 = t_f + t_b
     b_input = t_b - t_w
     # Zero-bubble schedules defer weight gradients into the bubbles, but cannot beat the critical path: the
@@ -46,27 +58,54 @@ def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_cost, hops_per_level, 
     # few microbatches (m < ~2p) that bound, not the steady-state formula, sets their bubble.
     chain = (p - 1.0) * (t_f + b_input) - (m - 1.0) * t_w
     bubble = jnp.select(
-        [schedule == 2, schedule == 3, schedule == 4],
+        [schedule == Schedule.INTERLEAVED, schedule == Schedule.ZB_H1, schedule == Schedule.ZB_H2],
         [(p - 1.0) * t0 / v,
          jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - t_w, 0.0), chain),
          jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - 2.0 * t_w, 0.0), chain)],
         (p - 1.0) * t0)
     base = m * t0 + bubble
 
-    chunks = jnp.where(schedule == 2, v, 1.0)  # an interleaved microbatch crosses every hop v times
-    total_delay = jnp.sum(hops_per_level * hop_cost) * chunks
+    chunks = jnp.where(schedule == Schedule.INTERLEAVED, v, 1.0)  # an interleaved microbatch crosses every hop v times
+    total_delay = jnp.sum(hops_per_level * hop_s) * chunks
     fill = 2.0 * total_delay
 
-    last_units = _candidate_stages(p, m_pp, k_pp, hop_cost * chunks)
-    window_mult = jnp.where(schedule == 4, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
+    last_units = _candidate_stages(p, m_pp, k_pp, hop_s * chunks)
+    window_mult = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
     cycles = []
     for w, d, ok in [(p, total_delay, jnp.ones_like(p))] + last_units:
         w_eff = jnp.minimum(window_mult * w - (window_mult - 1.0), jnp.maximum(m, 1.0))
         cyc = (jnp.minimum(w, m) * t0 + 2.0 * d) / jnp.maximum(w_eff, 1.0)
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
-    no_stretch = (schedule == 0) | (schedule == 5)  # GPipe has all m in flight; latency-aware fills the gap
+    no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all m in flight; latency-aware fills the gap
     hop_time = fill + jnp.where(no_stretch, 0.0, (m - 1.0) * stretch)
 
-    extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_cost / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
+    extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
     return base + hop_time, base, extra
+
+
+class PipelineTerms(NamedTuple):
+    p2p: Term  # hop delays: fill, drain and the steady-state stretch; the activations crossing buildings
+    bubble: Term  # idle stages while the pipe fills and drains; the activations the schedule keeps in flight
+    total_s: jax.Array  # the whole forward/backward phase of the step
+
+
+def pipeline_terms(ctx, d, model, train, t_f, t_b, t_w) -> PipelineTerms:
+    """The schedule over per-microbatch stage times t_f, t_b (t_w of it the weight gradients), in seconds."""
+    pp, micro = d.pp, ctx.microbatches
+    hop_levels = hops_per_level(pp, ctx.pp.members)
+    # Megatron scatters pipeline messages over the TP group (and gathers them after the hop) even without
+    # sequence parallelism (Narayanan et al. 2021, section 4.1): each GPU sends 1/tp of the activation.
+    act_pp_bytes = d.mbs * ctx.seq / d.cp * model.hidden * ACT_BYTES / d.tp
+    hop_s = ctx.alpha_s + act_pp_bytes / ctx.bw_pp_Bps
+    total_s, base_s, extra_warmup = pipeline_time_s(d.schedule, pp, micro, d.vpp, t_f, t_b, t_w, hop_s, hop_levels,
+                                                    ctx.pp.members, ctx.pp.participants)
+    steady_s = micro * (t_f + t_b)
+    in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
+    acts = in_flight * ctx.layers_stage * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
+                                                                     model, train)
+    # every hop carries each microbatch's activation forward and its gradient back, v times when interleaved
+    passes = jnp.where(d.schedule == Schedule.INTERLEAVED, d.vpp, 1.0)
+    cross = (jnp.sum(ctx.xb * hop_levels) * micro * 2.0 * act_pp_bytes * passes * d.tp * d.cp * ctx.dp)
+    return PipelineTerms(p2p=Term(step_s=total_s - base_s, cross_bytes=cross),
+                         bubble=Term(step_s=base_s - steady_s, memory_bytes=acts), total_s=total_s)

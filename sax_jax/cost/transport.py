@@ -69,29 +69,29 @@ def _interp_rows(table, x):
 
 
 def level_factors(net, tr, ecmp_tab, t, qps, channels):
-    """For transport index t with qps flows/connection and `channels` in-flight windows: per level
+    """For transport index t with qps flows/connection and `channels` in-flight windows: per level [L]
     bandwidth factor, extra latency (s) and window cap (B/s). qps/channels of 0 take the transport's own.
     """
     qps = jnp.where(qps > 0, qps, tr.qps[t])
-    window = jnp.where(channels > 0, channels * tr.window_bytes[t] / tr.channels[t], tr.window_bytes[t])
-    rtt = 2.0 * net.latency_s
-    in_flight = net.bw_Bps * rtt
-    packets = jnp.maximum(jnp.minimum(window, in_flight) / net.mtu_bytes, 1.0)
+    window_bytes = jnp.where(channels > 0, channels * tr.window_bytes[t] / tr.channels[t], tr.window_bytes[t])
+    rtt_s = 2.0 * net.latency_s
+    in_flight_bytes = net.bw_Bps * rtt_s
+    packets = jnp.maximum(jnp.minimum(window_bytes, in_flight_bytes) / net.mtu_bytes, 1.0)
     # spraying balances the packets that the M senders sharing the M paths keep in flight together
     lb = jnp.where(tr.ecmp[t] > 0, _interp_rows(ecmp_tab, qps),
-                   spray_efficiency(net.paths, net.paths * window / net.mtu_bytes))
+                   spray_efficiency(net.paths, net.paths * window_bytes / net.mtu_bytes))
     p = net.loss
-    eta_gbn = (1.0 - p) / (1.0 + p * in_flight / net.mtu_bytes)
+    eta_gbn = (1.0 - p) / (1.0 + p * in_flight_bytes / net.mtu_bytes)
     dropped_ok = (tr.bounded[t] > 0) & (p <= tr.tolerated_loss[t])
     eta = jnp.where(tr.go_back_n[t] > 0, eta_gbn, jnp.where(dropped_ok, 1.0, 1.0 - p))
-    tail = jnp.where(dropped_ok | (p <= 0), 0.0, expected_extra_rounds(p, packets) * rtt)
-    cap = window / jnp.maximum(rtt, 1e-12)
+    tail_s = jnp.where(dropped_ok | (p <= 0), 0.0, expected_extra_rounds(p, packets) * rtt_s)
+    cap_Bps = window_bytes / jnp.maximum(rtt_s, 1e-12)
     net_level = net.is_network > 0
-    return (jnp.where(net_level, lb * eta, 1.0), jnp.where(net_level, tail, 0.0),
-            jnp.where(net_level, cap, jnp.inf))
+    return (jnp.where(net_level, lb * eta, 1.0), jnp.where(net_level, tail_s, 0.0),
+            jnp.where(net_level, cap_Bps, jnp.inf))
 
 
-def effective_bandwidth(net, bw_factor, cap, concurrency):
+def effective_bandwidth(net, bw_factor, cap_Bps, concurrency):
     """Per-GPU bytes/s at each level when 1/concurrency of a unit's GPUs send across it at once."""
     share = jnp.minimum(1.0, concurrency / net.oversub)
-    return jnp.minimum(net.bw_Bps * bw_factor * share, cap)
+    return jnp.minimum(net.bw_Bps * bw_factor * share, cap_Bps)

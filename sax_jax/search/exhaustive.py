@@ -14,18 +14,17 @@ result of an uninterrupted run (top-k ties and front duplicates are broken by in
 from __future__ import annotations
 
 import dataclasses
-import math
-import os
 import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from ..cost.terms import REPORT_FIELDS
+from ..engine import DEFAULT_ENGINE, shape_key
 from ..evaluate import cost_to_dict, evaluate
-from ..params import build_params
 from ..space import AXES
 from . import checkpoint as ckpt
 from . import pareto, topk
@@ -42,8 +41,6 @@ _shard_map = getattr(jax, "shard_map", None)
 if _shard_map is None:  # older JAX
     from jax.experimental.shard_map import shard_map as _shard_map
 
-
-_COMPILED: dict = {}  # compiled block programs of this process
 
 
 class State(NamedTuple):
@@ -97,14 +94,14 @@ def _default_chunk(devs) -> int:
     return CPU_CHUNK if devs[0].platform == "cpu" else ACCEL_CHUNK
 
 
-def _build_step(scenario, layout, rows: int, mesh, distinct: bool = False):
+def _build_step(space, objective: str, layout, rows: int, mesh, distinct: bool = False):
     """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
 
     Per device: grid-evaluate its rows into the negated objective and step time and the front metrics (the
     only outputs of the grid: the full Cost is never written), count the feasible designs, and fold the block
     into the running state (``fold.fold_block``), skipped when no device has a feasible design in it.
     """
-    space, objective, n_axes, radices = scenario.space, scenario.objective, len(AXES), scenario.space.radices
+    n_axes, radices = len(AXES), space.radices
     n_loc = rows * layout.inner_n
     metrics = tuple(FRONTS.values())
     group = 1  # consecutive designs per selection group: the last inner axes, at least GROUP_MIN designs
@@ -145,7 +142,7 @@ def _build_step(scenario, layout, rows: int, mesh, distinct: bool = False):
         new = State(top, fronts, state.feas_hi + (feas_lo >> IDX_BITS), feas_lo & ((1 << IDX_BITS) - 1))
         return jax.tree_util.tree_map(lambda x: x[None], new)
 
-    return jax.jit(_shard_map(body, mesh=mesh, in_specs=(P("d"), P(), P()), out_specs=P("d")))
+    return jax.jit(_shard_map(body, mesh=mesh, in_specs=(PartitionSpec("d"), PartitionSpec(), PartitionSpec()), out_specs=PartitionSpec("d")))
 
 
 def _global(arr, sharding):
@@ -183,8 +180,7 @@ def _records(scenario, indices: list, params) -> list:
     for idx in indices:
         c = cost_to_dict(costs[int(idx)], 0)
         rec = {"index": int(idx), "design": space.to_dict(designs[int(idx)])}
-        rec.update({k: c[k] for k in ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
-                                      "feasible", "violation", "breakdown")})
+        rec.update({k: c[k] for k in REPORT_FIELDS})
         out.append(rec)
     return out
 
@@ -204,7 +200,7 @@ def _result_lists(scenario, host: State, params):
 
 def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devices=None, progress=True,
           max_designs=None, *, checkpoint_every_s: float = 5.0, start: int = 0,
-          distinct: bool = False) -> SweepResult:
+          distinct: bool = False, engine=None) -> SweepResult:
     """Evaluate every design of ``scenario.space`` (or the first ``max_designs``) and keep the best.
 
     top_k: designs kept by the scenario's objective; chunk_size: designs per device per block (rounded to whole
@@ -213,8 +209,11 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     scenario changed); devices: None (all), a count, or a list of jax devices; start: first index swept (the
     range is [start, start + max_designs), e.g. to split a space by hand); the result covers only that range;
     distinct: the top-k lists the k best distinct objective values, each by its lowest-index design (designs
-    that tie with a listed one, e.g. differing only in a knob the model ignores at that point, are left out).
+    that tie with a listed one, e.g. differing only in a knob the model ignores at that point, are left out);
+    engine: the ``engine.Engine`` whose compiled programs and params this sweep uses (default: the process's);
+    a sweep of a scenario that differs from an earlier one only in parameter values reuses its program.
     """
+    engine = DEFAULT_ENGINE if engine is None else engine
     t_start = time.perf_counter()
     if top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
@@ -233,7 +232,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
     rows = max(1, min(chunk // layout.inner_n, -(-total_rows // n_dev), MAX_BLOCK // (n_dev * layout.inner_n)))
     block = n_dev * rows * layout.inner_n
     mesh = Mesh(np.array(devs), ("d",))
-    rep, per_dev = NamedSharding(mesh, P()), NamedSharding(mesh, P("d"))
+    rep, per_dev = NamedSharding(mesh, PartitionSpec()), NamedSharding(mesh, PartitionSpec("d"))
     is_main = jax.process_index() == 0
     meta_expected = {"fingerprint": scenario.fingerprint, "space_size": str(space.size), "top_k": int(top_k),
                      "distinct": bool(distinct),
@@ -248,7 +247,7 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
         cursor, host_state = min(int(meta["cursor"]), end), _unflatten(arrays, top_k)
         prev_seconds = float(meta.get("seconds", 0.0))
 
-    params_host = build_params(scenario)
+    params_host = engine.params(scenario)
     params = jax.tree_util.tree_map(lambda x: _global(x, rep), params_host)
     state = jax.tree_util.tree_map(lambda x: _global(np.stack([np.asarray(x)] * n_dev), per_dev), host_state)
 
@@ -259,12 +258,11 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
         return _global(np.asarray(row, np.int32), rep)
 
     t_c = time.perf_counter()
-    cache_key = (scenario.fingerprint, layout, rows, top_k, distinct, fold.CANDIDATES, tuple(d.id for d in devs),
-                 jax.process_count())
-    if cache_key not in _COMPILED:  # params are arguments: only shapes matter, the fingerprint is for safety
-        step = _build_step(scenario, layout, rows, mesh, distinct)
-        _COMPILED[cache_key] = step.lower(state, scalars(min(cursor, end - 1)), params).compile()
-    compiled = _COMPILED[cache_key]
+    # the program depends on the options (constants of the grid), shapes and the reduction, not on params' values
+    cache_key = ("sweep", space, scenario.objective, layout, rows, top_k, distinct, fold.CANDIDATES,
+                 tuple(d.id for d in devs), jax.process_count(), shape_key(params_host))
+    compiled = engine.program(cache_key, lambda: _build_step(space, scenario.objective, layout, rows, mesh, distinct)
+                              .lower(state, scalars(min(cursor, end - 1)), params).compile())
     compile_s = time.perf_counter() - t_c
 
     def save(st, cur, elapsed):

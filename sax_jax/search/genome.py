@@ -25,7 +25,8 @@ import numpy as np
 
 from ..cost import step_time
 from ..params import build_params
-from ..space import AUTO, AXES, NUMERIC_AXES, Design
+from ..cost.feasibility import violation_count
+from ..space import AUTO, AXES, NUMERIC_AXES, Design, axis_dtype
 
 INFEASIBLE = 8.0  # fitness offset of any infeasible point (e^8 ~ 3000x slower than its raw time)
 PER_VIOLATION = 1.0  # and per violated constraint
@@ -280,9 +281,7 @@ def polish_reserve(problem: Problem, budget: int) -> int:
 def penalized_fitness(cost, hbm_bytes):
     """Cost batch -> finite fitness to minimize (see module docstring)."""
     log_t = jnp.log(jnp.maximum(cost.raw_step_time_s, 1e-30))
-    nviol = jnp.zeros_like(log_t)
-    for i in range(16):
-        nviol = nviol + ((cost.violation >> i) & 1).astype(jnp.float32)
+    nviol = violation_count(cost.violation)
     excess = jnp.log(jnp.maximum(cost.memory_bytes / hbm_bytes, 1.0))
     pen = jnp.where(cost.feasible, 0.0, INFEASIBLE + PER_VIOLATION * nviol + excess)
     return safe_fitness(log_t + pen)
@@ -326,7 +325,7 @@ def scenario_problem(scenario, params=None) -> Problem:
         perm.append(tuple(int(i) for i in order))
         values.append(vals)
         relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
-        tables.append(jnp.asarray(vals, jnp.float32 if numeric else jnp.int32))
+        tables.append(jnp.asarray(vals, axis_dtype(ax)))
     return Problem(radices=scenario.space.radices, fitness_fn=scenario_fitness, aux=(params, tuple(tables)),
                    values=tuple(values), relaxable=tuple(relaxable), smooth_fn=scenario_smooth, names=AXES,
                    scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))

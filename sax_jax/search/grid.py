@@ -20,10 +20,9 @@ import math
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..cost import step_time
-from ..space import AXES, NUMERIC_AXES, Design
+from ..space import AXES, Design
 
 IDX_BITS = 30  # a global design index is carried on device as (hi, lo) int32 with lo < 2**30
 IDX_MASK = (1 << IDX_BITS) - 1
@@ -52,7 +51,7 @@ def choose_layout(radices, inner_max: int) -> GridLayout:
 
 def option_tables(space):
     """Per-axis option values as host numpy arrays in the model's dtypes (numeric float32, codes int32)."""
-    return [np.asarray(o, np.float32 if ax in NUMERIC_AXES else np.int32) for ax, o in zip(AXES, space.options)]
+    return space.host_tables()
 
 
 def grid_costs(params, space, layout: GridLayout, base_digits, row0, rows: int):

@@ -1,0 +1,93 @@
+"""What every term of the step needs, resolved once per design point: the data-parallel size, microbatches,
+layers on the slowest stage, where each parallel group sits in the hierarchy, the transport-adjusted latency and
+bandwidth of each level, one layer's kernel times and the parameters one GPU holds.
+
+Shapes: scalars unless marked [L] (one value per level of the system, inner to outer).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .compute import LayerTimes, layer_times, logits_times
+from .memory import params_per_gpu
+from .placement import group_members, layout_strides
+from .transport import ecmp_table, effective_bandwidth, level_factors
+
+ACT_BYTES = 2.0  # 16-bit activations on the wire
+
+
+class Group(NamedTuple):
+    """One parallel group's place in the hierarchy."""
+    members: jax.Array  # [L] members of one group inside one unit of each level (m_L)
+    participants: jax.Array  # [L] participants of its hierarchical collective at each level (k_L)
+
+
+class Context(NamedTuple):
+    dp: jax.Array  # resolved data-parallel size (dp = auto -> GPUs / (tp cp pp))
+    microbatches: jax.Array  # per pipeline per step
+    seq: jax.Array  # tokens per sequence
+    layers_stage: jax.Array  # layers on the slowest stage (all its chunks)
+    tp: Group
+    cp: Group
+    pp: Group
+    dp_group: Group
+    ep: Group
+    grad_k: jax.Array  # [L] participants of the gradient group (dp x cp: same weights)
+    grad_k_building: jax.Array  # [L] the part inside one building (HSDP's shard group), 1 outside
+    grad_k_across: jax.Array  # [L] the part across buildings, 1 inside
+    grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
+    grad_shards_building: jax.Array  # of them inside one building
+    xb: jax.Array  # [L] 1 at the cross-building levels (campus, region), else 0
+    alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission tail
+    bw_Bps: jax.Array  # [L] per-GPU bandwidth when every GPU of a unit sends across its level
+    bw_pp_Bps: jax.Array  # [L] per-GPU bandwidth of a pipeline hop (only boundary stages send)
+    layer: LayerTimes
+    logits_fwd_s: jax.Array
+    logits_bwd_s: jax.Array
+    act_bytes: jax.Array  # one microbatch's activation on one GPU (b s/cp h, 16-bit): a TP collective's message
+    tokens_gpu: jax.Array  # tokens one GPU processes per microbatch (b s / (cp tp))
+    params_dense: jax.Array  # parameters one GPU of the first stage holds (dense part, incl. embeddings)
+    params_expert: jax.Array  # and its experts
+
+
+def context(params, d) -> Context:
+    model, gpu, net, tr, train, topo = (params.model, params.gpu, params.net, params.transport, params.train,
+                                        params.topology)
+    tp, cp, pp, ep, vpp, mbs = d.tp, d.cp, d.pp, d.ep, d.vpp, d.mbs
+    dp = jnp.where(d.dp == 0, train.n_gpus / (tp * cp * pp), d.dp)
+    microbatches = train.gbs / (dp * mbs)
+    seq = train.seq
+
+    sizes = jnp.stack([tp, cp, pp, dp])
+    stride = layout_strides(sizes, params.placement_inner[d.placement])
+    tp_g, cp_g, pp_g, dp_g = (Group(*group_members(sizes[i], stride[i], net.unit_gpus)) for i in range(4))
+    ep_g = Group(*group_members(ep, stride[3], net.unit_gpus))  # carved from the inner part of dp
+    grad_k = dp_g.participants * cp_g.participants
+    inside = np.asarray(topo.inside_building)
+    grad_k_building = jnp.where(inside, grad_k, 1.0)
+    grad_k_across = jnp.where(inside, 1.0, grad_k)
+
+    factor, extra_latency_s, cap_Bps = level_factors(net, tr, ecmp_table(net), d.transport, d.qps, d.channels)
+    alpha_s = net.latency_s + extra_latency_s
+    bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
+    bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
+
+    layer = layer_times(tp, cp, mbs, seq, model, gpu, train)
+    # Worst stage holds ceil(L / (pp v)) layers per chunk: uneven splits are real practice (Llama 3 405B put
+    # 126 layers on 16 stages), so pp need not divide the layers; the slowest stage sets the pace.
+    layers_stage = jnp.ceil(model.layers / (pp * vpp) - 1e-6) * vpp
+    logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu)
+    params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage)
+    return Context(
+        dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,
+        tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
+        grad_k=grad_k, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
+        grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
+        xb=net.cross_building, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
+        logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s,
+        act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
+        params_dense=params_dense, params_expert=params_expert)

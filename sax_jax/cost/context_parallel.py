@@ -1,0 +1,32 @@
+"""Context parallelism as ring attention (Liu et al. 2023; Megatron-Core's load-balanced causal CP): each of
+the cp GPUs holds s/cp tokens and passes its K and V chunk around the ring, cp - 1 steps per attention, under
+the attention core. The backward runs the ring twice (K/V forward, their gradients back); full recompute runs
+the forward's ring again.
+"""
+import jax.numpy as jnp
+
+from ..space import Recompute
+from . import collectives as coll
+from .overlap import exposed_s
+from .placement import spans
+from .terms import Term
+
+FWD_RINGS = 1.0
+BWD_RINGS = 2.0
+
+
+def cp_term(ctx, d, model, train):
+    """(Term, exposed forward seconds per layer)."""
+    cp, tp = d.cp, d.tp
+    kv_chunk_bytes = 2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp  # K and V, 16-bit
+    alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.alpha_s, ctx.bw_Bps)
+    ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)
+    fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True)
+    bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True)
+    full = d.recompute == Recompute.FULL
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
+
+    rings = FWD_RINGS * (1.0 + full) + BWD_RINGS
+    per_gpu = rings * (cp - 1.0) * kv_chunk_bytes * jnp.max(ctx.xb * spans(ctx.cp.participants))
+    cross = ctx.microbatches * ctx.layers_stage * per_gpu * train.n_gpus
+    return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s

@@ -1,0 +1,19 @@
+"""The optimizer step: Adam over the parameters one GPU updates, bound by HBM bandwidth.
+
+Traffic per locally-updated parameter: read fp32 master, m, v and grad (16 B), write master, m, v (12 B) and the
+16-bit copy (2 B). The update is sharded like the optimizer state: not at all under zero0, over the building's
+shard group under hsdp, over the whole dp x cp group otherwise.
+"""
+import jax.numpy as jnp
+
+from ..space import Sharding
+from .terms import Term
+
+ADAM_BYTES_PER_PARAM = 30.0
+
+
+def optimizer_term(ctx, d, gpu) -> Term:
+    shards = jnp.select([d.sharding == Sharding.ZERO0, d.sharding == Sharding.HSDP],
+                        [1.0, ctx.grad_shards_building], ctx.grad_shards)
+    params_gpu = ctx.params_dense + ctx.params_expert
+    return Term(step_s=params_gpu / shards * ADAM_BYTES_PER_PARAM / (gpu.hbm_Bps * gpu.memory_bound))

@@ -1,0 +1,37 @@
+"""Tensor parallelism (Megatron-LM; Shoeybi et al. 2019): two all-reduces per layer in the forward (after the
+attention projection and after the MLP), two in the backward, of one microbatch's activation each.
+
+With sequence parallelism each all-reduce becomes an all-gather plus a reduce-scatter (same volume), and the
+backward all-gathers the scattered layer input once more per linear pair for the weight gradients: 3 all-reduce
+equivalents in the backward instead of 2 (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the
+forward's. Time and cross-building bytes both come from these counts.
+"""
+import jax.numpy as jnp
+
+from ..space import Overlap, Recompute
+from . import collectives as coll
+from .overlap import exposed_s
+from .terms import Term
+
+FWD_ALLREDUCES = 2.0
+BWD_ALLREDUCES = 2.0
+
+
+def tp_term(ctx, d, train):
+    """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
+    k = ctx.tp.participants
+    allreduce_s = coll.ring_allreduce_s(k, ctx.act_bytes, ctx.alpha_s, ctx.bw_Bps)
+    sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
+    bwd_volume_s = BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
+    # --tp-comm-overlap hides the all-reduces under the neighbouring GEMMs (forward: one pass of them,
+    # backward: two)
+    overlapped = d.overlap == Overlap.DP_TP
+    fwd_layer_s = exposed_s(FWD_ALLREDUCES * allreduce_s, ctx.layer.linear_fwd_s, overlapped)
+    bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped)
+    full = d.recompute == Recompute.FULL
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
+
+    allreduces = FWD_ALLREDUCES * (1.0 + full) + BWD_ALLREDUCES + sp_allreduces
+    per_gpu = allreduces * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, ctx.act_bytes))
+    cross = ctx.microbatches * ctx.layers_stage * per_gpu * train.n_gpus
+    return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s

@@ -1,0 +1,59 @@
+"""What the model returns: named terms of the step, the breakdown they form, and the ``Cost`` of a design.
+
+Every term of the step is a ``Term``: seconds per microbatch on the slowest pipeline stage (``stage_s``: the
+schedule multiplies it by the microbatches), seconds once per step outside the pipeline (``step_s``), the
+cross-building bytes its own collectives move (whole job, per step) and the memory it holds per GPU. A term's
+entry in the breakdown is ``microbatches x stage_s + step_s``; the cross-building traffic of a design is the sum
+of its terms' bytes, so timing and traffic come from the same collective counts.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+
+Array = jax.Array
+
+
+class Term(NamedTuple):
+    stage_s: Array | float = 0.0  # per microbatch on the slowest stage (inside the pipeline)
+    step_s: Array | float = 0.0  # once per step (outside the pipeline)
+    cross_bytes: Array | float = 0.0  # over campus/region links, whole job, per step
+    memory_bytes: Array | float = 0.0  # per GPU of the first (fullest) stage
+
+    def seconds(self, microbatches) -> Array:
+        return microbatches * self.stage_s + self.step_s
+
+
+class Breakdown(NamedTuple):
+    """Seconds per step by term; sums to the step time of a feasible point. Field order is report order."""
+    compute: Array
+    tp: Array
+    cp: Array
+    ep: Array
+    pp_p2p: Array
+    bubble: Array
+    dp_exposed: Array
+    optimizer: Array
+    stall: Array
+
+
+BREAKDOWN_KEYS = Breakdown._fields
+
+
+class Cost(NamedTuple):
+    step_time_s: Array  # +inf when infeasible
+    tokens_per_s: Array
+    mfu: Array
+    memory_bytes: Array  # peak per GPU (first pipeline stage)
+    breakdown: Breakdown  # seconds; sums to the step time of a feasible point
+    cross_building_bytes: Array  # whole job, per step, over campus and region links
+    feasible: Array
+    violation: Array  # bit mask over feasibility.VIOLATIONS
+    group_levels: Array  # [4 (tp, cp, pp, dp), levels]: participants k_L of each group per level
+    raw_step_time_s: Array  # the time even when infeasible (for penalties and explanations)
+
+
+# What a report of one design carries (the rest of Cost is internal: per-level spans, the unmasked time).
+REPORT_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes", "feasible",
+                 "violation", "breakdown")
