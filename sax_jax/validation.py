@@ -15,8 +15,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import glob
+import hashlib
 import math
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -518,23 +520,124 @@ def evaluate_cases(cases, gpu_override=None) -> list:
     return out
 
 
+def _stats(errs) -> dict:
+    return {"n": len(errs), "mape": float(np.mean(errs)), "max_abs_error": float(np.max(errs))} if errs else \
+        {"n": 0}
+
+
 def summarize(results, held_out: set | None = None) -> dict:
     """Per dataset: n, MAPE and max |error| (fractions); with held_out ids, also over those only."""
     out = {}
     for ds in sorted({r["dataset"] for r in results}):
         errs = [abs(r["error"]) for r in results if r["dataset"] == ds]
-        out[ds] = {"n": len(errs), "mape": float(np.mean(errs)), "max_abs_error": float(np.max(errs))}
+        out[ds] = _stats(errs)
         if held_out is not None:
-            ho = [abs(r["error"]) for r in results if r["dataset"] == ds and r["id"] in held_out]
-            out[ds]["held_out"] = ({"n": len(ho), "mape": float(np.mean(ho)), "max_abs_error": float(np.max(ho))}
-                                   if ho else {"n": 0})
+            out[ds]["held_out"] = _stats([abs(r["error"]) for r in results
+                                          if r["dataset"] == ds and r["id"] in held_out])
     return out
+
+
+def _calibration_yaml() -> dict:
+    path = os.path.join(VALIDATION_DIR, "calibration.yaml")
+    return read_yaml(path) if os.path.exists(path) else {}
 
 
 def calibration_subset() -> dict:
     """{gpu name: [case ids used for fitting]} as recorded in configs/validation/calibration.yaml."""
-    path = os.path.join(VALIDATION_DIR, "calibration.yaml")
-    return {k: list(v["fit_cases"]) for k, v in read_yaml(path)["gpus"].items()} if os.path.exists(path) else {}
+    data = _calibration_yaml()
+    return {k: list(v["fit_cases"]) for k, v in data["gpus"].items()} if data else {}
+
+
+def split_member(case_id: str, fraction: float) -> bool:
+    """The documented hash rule of calibration.yaml's `split`: sha256(id)[:8] / 2^32 < fraction."""
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) / 2**32 < fraction
+
+
+def calibration_split(cases) -> set:
+    """Ids of the cases in the named calibration split: the per-GPU fit_cases for the datasets listed as
+    `explicit`, the sha256 rule for every other dataset (configs/validation/calibration.yaml)."""
+    data = _calibration_yaml()
+    fit = {i for ids in calibration_subset().values() for i in ids}
+    split = data.get("split") or {}
+    explicit = set(split.get("explicit") or [])
+    frac = float(split.get("fraction", 0.0))
+    return {c.id for c in cases if (c.id in fit if c.dataset in explicit or not split
+                                    else split_member(c.id, frac))}
+
+
+def rankdata(x) -> np.ndarray:
+    """Ranks 1..n, ties get the average of the ranks they span."""
+    x = np.asarray(x, np.float64)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(1, len(x) + 1)
+    for v in np.unique(x):
+        tie = x == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation with average ranks for ties; nan when either side is constant."""
+    ra, rb = rankdata(a), rankdata(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = math.sqrt(float(np.sum(ra * ra) * np.sum(rb * rb)))
+    return float(np.sum(ra * rb) / den) if den > 0 else float("nan")
+
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "sharding", "schedule", "overlap")
+MIN_GROUP = 3
+
+
+def _per_gpu_tflops(r) -> tuple:
+    """(predicted, measured) model TFLOP/s per GPU of a result: the ranked quantity. For a time metric the
+    measured value is the predicted TFLOP/s scaled by predicted/measured time, for a throughput metric by
+    measured/predicted (the same model-FLOP count on both sides, so only the measurement differs)."""
+    pred = r["metrics"]["tflops_per_gpu"]
+    ratio = r["predicted"] / r["measured"] if r["metric"] == "iteration_s" else r["measured"] / r["predicted"]
+    return pred, pred * ratio
+
+
+def ranking(cases, results) -> dict:
+    """Spearman of predicted vs measured per layout group: >= 3 runs of one model shape on one GPU type from one
+    table (same dataset and source, i.e. one software release and cluster; same sequence length and precision
+    label) with at least two layouts (tp, pp, dp, cp, ep, vpp, mbs,
+    recompute, sharding, schedule, overlap, GPUs per node; the GPU count and batch may differ). Ranked quantity:
+    model TFLOP/s per GPU, which compares layouts at different GPU counts and batches on one scale."""
+    by_id = {c.id: c for c in cases}
+    groups = {}
+    for r in results:
+        if r["predicted"] is None or not math.isfinite(r["predicted"]) or r["predicted"] <= 0:
+            continue
+        ds, model, shape, gpu, _, seq, _, prec = by_id[r["id"]].group
+        groups.setdefault((ds, by_id[r["id"]].source, model, shape, gpu, seq, prec), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        layouts = {tuple(str(by_id[r["id"]].design.get(k, "")) for k in LAYOUT_KEYS)
+                   + (by_id[r["id"]].scenario.system.gpus_per_node,) for r in rs}
+        if len(rs) < MIN_GROUP or len(layouts) < 2:
+            continue
+        ds, _, model, _, gpu, seq, prec = key
+        pm = [_per_gpu_tflops(r) for r in rs]
+        rho = spearman([p for p, _ in pm], [m for _, m in pm])
+        out.append({"name": f"{ds}: {model} on {gpu}, seq {seq}, {prec}", "dataset": ds, "n": len(rs),
+                    "layouts": len(layouts), "gpu_counts": sorted({by_id[r["id"]].scenario.system.n_gpus
+                                                                   for r in rs}),
+                    "spearman": rho, "ids": [r["id"] for r in rs]})
+    out.sort(key=lambda g: g["name"])
+    rhos = [g["spearman"] for g in out if math.isfinite(g["spearman"])]
+    return {"groups": out, "n_groups": len(out), "n_defined": len(rhos),
+            "mean_spearman": float(np.mean(rhos)) if rhos else None,
+            "median_spearman": float(np.median(rhos)) if rhos else None,
+            "rule": "same dataset and source (one table: software release, cluster), model shape, GPU type, seq "
+                    "and precision label; >= 3 runs, >= 2 layouts; "
+                    "ranked: model TFLOP/s per GPU, predicted vs measured; average ranks for ties; a group whose "
+                    "predictions (or measurements) are all equal has no Spearman (null), left out of the mean"}
+
+
+def _family(source: str) -> str:
+    """The publication a row comes from: the repository (before '@') or the paper (before the first ',')."""
+    return re.split(r"@|,| \||:docs| Table", source)[0].strip()
 
 
 def _clean(x):
@@ -549,19 +652,49 @@ def _clean(x):
 
 
 def validate(paths=None, dataset: str | None = None) -> dict:
-    """Python API: {"datasets", "cases", "errors"} as `sax validate --json` prints it (errors are relative,
-    signed per case; MAPE and max |error| per dataset, and over the cases not used for fitting)."""
-    cases, errors = load_cases(paths, dataset)
+    """Python API: the object `sax validate --json` prints. "datasets": per dataset n, MAPE and max |error| over
+    all scored runs and over the held-out runs (not in the named calibration split), plus unsupported and
+    excluded counts; "overall": the same over all datasets; "cases"; "ranking" (Spearman per layout group);
+    "unsupported" and "excluded" runs with their reasons; "errors": bad input rows."""
+    loaded = load_all(paths, dataset)
+    cases = loaded.cases
     results = evaluate_cases(cases)
     fit = {i for ids in calibration_subset().values() for i in ids}
-    held = {r["id"] for r in results} - fit
+    split = calibration_split(cases)
+    held = {r["id"] for r in results} - split
     by_id = {c.id: c for c in cases}
+    datasets = summarize(results, held)
+    for ds in sorted({u.dataset for u in loaded.unsupported + loaded.excluded} - set(datasets)):
+        datasets[ds] = {"n": 0, "held_out": {"n": 0}}
+    for name, s in datasets.items():
+        s["unsupported"] = sum(u.dataset == name for u in loaded.unsupported)
+        s["excluded"] = sum(u.dataset == name for u in loaded.excluded)
+        s["approximated"] = sum(bool(c.approximations) for c in cases if c.dataset == name)
+        s["calibration_split"] = sum(c.id in split for c in cases if c.dataset == name)
+    errs = [abs(r["error"]) for r in results]
+    mapes = [s["mape"] for s in datasets.values() if s["n"]]
+    held_mapes = [s["held_out"]["mape"] for s in datasets.values() if s["held_out"]["n"]]
+    overall = {**_stats(errs), "held_out": _stats([abs(r["error"]) for r in results if r["id"] in held]),
+               "datasets": sum(1 for s in datasets.values() if s["n"]),
+               "mean_dataset_mape": float(np.mean(mapes)) if mapes else None,
+               "mean_dataset_mape_held_out": float(np.mean(held_mapes)) if held_mapes else None,
+               "unsupported": len(loaded.unsupported), "excluded": len(loaded.excluded), "errors": len(loaded.errors),
+               "approximated": sum(bool(c.approximations) for c in cases),
+               "sources": sorted({_family(c.source) for c in cases if c.source})}
+    overall["n_sources"] = len(overall["sources"])
     return _clean({
-        "datasets": summarize(results, held),
+        "datasets": datasets,
+        "overall": overall,
         "cases": [{**{k: r[k] for k in ("id", "dataset", "metric", "predicted", "measured", "error")},
-                   "used_for_fitting": r["id"] in fit, "filled": list(by_id[r["id"]].filled),
+                   "used_for_fitting": r["id"] in fit, "calibration_split": r["id"] in split,
+                   "filled": list(by_id[r["id"]].filled), "approximations": list(by_id[r["id"]].approximations),
                    "design": {k: by_id[r["id"]].design[k] for k in ("tp", "pp", "dp", "cp", "vpp", "mbs",
-                                                                     "recompute", "sharding", "overlap")},
+                                                                     "recompute", "sharding", "overlap")
+                              if k in by_id[r["id"]].design}
+                   | {k: by_id[r["id"]].design[k] for k in ("ep", "schedule") if k in by_id[r["id"]].design},
                    "metrics": r["metrics"], "source": by_id[r["id"]].source} for r in results],
-        "errors": [str(e) for e in errors],
+        "ranking": ranking(cases, results),
+        "unsupported": [u.as_dict() for u in loaded.unsupported],
+        "excluded": [u.as_dict() for u in loaded.excluded],
+        "errors": [str(e) for e in loaded.errors],
     })
