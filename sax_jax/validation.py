@@ -671,6 +671,8 @@ def validate(paths=None, dataset: str | None = None) -> dict:
         s["excluded"] = sum(u.dataset == name for u in loaded.excluded)
         s["approximated"] = sum(bool(c.approximations) for c in cases if c.dataset == name)
         s["calibration_split"] = sum(c.id in split for c in cases if c.dataset == name)
+        # real runs the model calls infeasible (e.g. over memory): scored on their raw step time, counted here
+        s["model_infeasible"] = sum(not r["metrics"]["feasible"] for r in results if r["dataset"] == name)
     errs = [abs(r["error"]) for r in results]
     mapes = [s["mape"] for s in datasets.values() if s["n"]]
     held_mapes = [s["held_out"]["mape"] for s in datasets.values() if s["held_out"]["n"]]
@@ -680,6 +682,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                "mean_dataset_mape_held_out": float(np.mean(held_mapes)) if held_mapes else None,
                "unsupported": len(loaded.unsupported), "excluded": len(loaded.excluded), "errors": len(loaded.errors),
                "approximated": sum(bool(c.approximations) for c in cases),
+               "model_infeasible": sum(not r["metrics"]["feasible"] for r in results),
                "sources": sorted({_family(c.source) for c in cases if c.source})}
     overall["n_sources"] = len(overall["sources"])
     return _clean({
@@ -687,6 +690,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
         "overall": overall,
         "cases": [{**{k: r[k] for k in ("id", "dataset", "metric", "predicted", "measured", "error")},
                    "used_for_fitting": r["id"] in fit, "calibration_split": r["id"] in split,
+                   "violation": r["violation"],
                    "filled": list(by_id[r["id"]].filled), "approximations": list(by_id[r["id"]].approximations),
                    "design": {k: by_id[r["id"]].design[k] for k in ("tp", "pp", "dp", "cp", "vpp", "mbs",
                                                                      "recompute", "sharding", "overlap")

@@ -81,7 +81,8 @@ def print_report(res, console=None):
     con.print(t)
     if o:
         con.print(f"mean of per-dataset MAPE: {_pct(o['mean_dataset_mape'])} over {o['datasets']} datasets "
-                  f"(held out: {_pct(o['mean_dataset_mape_held_out'])}); {o['n_sources']} sources")
+                  f"(held out: {_pct(o['mean_dataset_mape_held_out'])}); {o['n_sources']} sources; "
+                  f"{o['model_infeasible']} real runs the model calls infeasible (scored on raw step time)")
     rk = res.get("ranking")
     if rk and rk["groups"]:
         t = Table(title="ranking fidelity (Spearman, predicted vs measured model TFLOP/s per GPU)",
