@@ -2,6 +2,7 @@
 
     python benchmarks/calibrate.py            # fit, print fitted values and train / held-out errors
     python benchmarks/calibrate.py --write    # also write them into configs/hardware/<gpu>.yaml
+    python benchmarks/calibrate.py --split all   # fit on fit_cases plus the public runs' calibration split
 
 The subset is configs/validation/calibration.yaml (fixed before fitting). For each GPU type one vector of
 constants is fitted: GEMM efficiency curve (gemm_max, gemm_half_flops), fused-attention efficiency
@@ -192,11 +193,20 @@ def write_yaml(gpu_name, vals, free, fit_ids, rms):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted constants into the hardware YAMLs")
+    ap.add_argument("--split", choices=("fit_cases", "all"), default="fit_cases",
+                    help="fit_cases: the per-GPU fit_cases of calibration.yaml (what today's constants were fitted "
+                         "on); all: also every run of the named calibration split (calibration.yaml `split`) "
+                         "of the GPU, public-run datasets included")
     args = ap.parse_args(argv)
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
     subset = V.calibration_subset()
+    if args.split == "all":
+        split = V.calibration_split(cases)
+        for c in cases:
+            if c.id in split and c.id not in subset.setdefault(c.scenario.system.gpu.name, []):
+                subset[c.scenario.system.gpu.name].append(c.id)
     out = {"fit": {}, "errors": {}}
     for gpu_name, fit_ids in subset.items():
         gcases = [c for c in cases if c.scenario.system.gpu.name == gpu_name]

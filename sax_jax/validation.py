@@ -15,8 +15,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import glob
+import hashlib
 import math
 import os
+import re
 
 import jax
 import jax.numpy as jnp
@@ -35,8 +37,13 @@ COLUMNS = ("id", "dataset", "source", "model", "layers", "hidden", "heads", "kv_
            "gated_mlp", "gpu", "n_gpus", "tp", "pp", "dp", "cp", "vpp", "mbs", "gbs", "recompute", "seq_parallel",
            "precision", "metric", "value", "notes")
 OPTIONAL_COLUMNS = ("gpus_per_node", "link_gbps", "link_latency_ms")
+# Columns of the public-run collection (configs/validation/data/): MoE shape, expert/FSDP layout, schedule, and
+# the columns configs/validation/data/import_shared.py adds (head_dim, sharding, overlap, features, exclude).
+EXTRA_COLUMNS = ("ep", "etp", "fsdp", "experts", "top_k", "moe_ffn", "shared_experts", "dense_layers", "schedule",
+                 "head_dim", "sharding", "overlap", "features", "exclude")
 INT_COLUMNS = ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq", "n_gpus", "tp", "pp", "dp", "cp",
-               "vpp", "mbs", "gbs", "gpus_per_node")
+               "vpp", "mbs", "gbs", "gpus_per_node", "ep", "etp", "experts", "top_k", "moe_ffn", "head_dim")
+COUNT_COLUMNS = ("shared_experts", "dense_layers")  # whole numbers that may be 0
 FLOAT_COLUMNS = ("value", "link_gbps", "link_latency_ms")
 BOOL_COLUMNS = ("gated_mlp", "seq_parallel")
 METRICS = ("iteration_s", "tflops_per_gpu", "tflops_per_gpu_hw", "mfu", "tokens_per_s")
@@ -48,9 +55,47 @@ GENERIC_DEFAULTS = {"kv_heads": None, "gated_mlp": "no", "cp": 1, "vpp": 1, "mbs
 GENERIC_PROFILE = {"flash_attention": True, "defaults": {},
                    "design": {"sharding": "zero1", "overlap": "dp", "placement": "tp-cp-dp-pp"},
                    "defaults_source": "Megatron-LM command-line defaults"}
+# Precision labels of the NVIDIA tables -> the model's precision. The model has one fp8 rate (GpuSpec.peak_flops)
+# and no per-recipe scaling cost, so every fp8 recipe is the same fp8 to it; each mapping is reported with the case.
+PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-blockwise": "fp8"}
+# `features` of a run (configs/validation/data/import_shared.py) the model cannot represent: the run is reported
+# as unsupported with this reason, never silently dropped and never scored.
+UNSUPPORTED_FEATURES = {
+    "mla": "multi-head latent attention (DeepSeek-V3 / Kimi-K2): the model has GQA attention only",
+    "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (Nemotron-3): the model has transformer layers only",
+    "sliding-window": "alternating 128-token sliding-window attention with attention sinks (GPT-OSS): the model "
+                      "computes full causal attention in every layer",
+    "shape-unknown": "model shape not published or not verified (data gap): nothing to evaluate",
+    "lora": "LoRA fine-tuning (frozen base weights, no weight gradients or optimizer state for them): the model "
+            "always trains every weight",
+}
+UNSUPPORTED_PRECISIONS = {"nvfp4": "NVFP4 training: the model has no fp4 precision (peaks fp32/tf32/fp16/bf16/fp8)"}
+# `features` the model represents only approximately: the run is scored and the approximation is reported.
+APPROXIMATED_FEATURES = {
+    "sac-op": "torchtitan op-level selective activation checkpointing (recomputes about every 2nd matmul) is "
+              "modelled as Megatron selective recompute (attention core only)",
+    "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block fully recomputed) is "
+                 "modelled as Megatron selective recompute (attention core only)",
+    "h100-96gb": "Meta Grand Teton H100 (96 GB HBM2e, 500 W power limit) is modelled as H100-SXM-80GB",
+}
 # The GPU's standard cluster: node and building latencies (and the fabric) of its reference system.
 STANDARD_CLUSTER = {"A100-SXM-80GB": "selene-a100.yaml", "H100-SXM-80GB": "h100-building.yaml"}
 DEFAULT_LATENCY_US = (3.0, 8.0)  # NVSwitch and a 3-tier fat tree incl. NCCL software (configs/systems)
+
+
+class Unsupported(Exception):
+    """A real run the model cannot represent (or a row excluded on purpose): reported with its reason, counted,
+    never scored."""
+
+    def __init__(self, file, row, id_, dataset, reason, excluded=False):
+        self.file, self.row, self.id, self.dataset, self.reason, self.excluded = file, row, id_, dataset, reason, \
+            excluded
+        super().__init__(f"{file}: row {row} ({id_}): {reason}")
+
+    def as_dict(self):
+        return {"id": self.id, "dataset": self.dataset, "file": os.path.relpath(self.file, CONFIGS)
+                if os.path.abspath(self.file).startswith(CONFIGS) else self.file, "row": self.row,
+                "reason": self.reason}
 
 
 class CaseError(ValueError):
@@ -72,6 +117,8 @@ class Case:
     design: dict  # axis -> value
     filled: tuple  # human notes on every value not given by the source
     notes: str = ""
+    approximations: tuple = ()  # what the model represents only approximately for this run
+    group: tuple = ()  # ranking group key: same dataset, model shape, GPU, GPU count, seq, batch, precision
 
 
 # ------------------------------------------------------------------------------------------------ reading
@@ -81,6 +128,8 @@ def _profiles() -> dict:
         data = read_yaml(path)
         if "dataset" in data and "profile" in data:
             out[data["dataset"]] = data["profile"]
+        for name, prof in (data.get("profiles") or {}).items():  # public_runs.yaml: one profile per dataset
+            out[name] = prof
     return out
 
 
@@ -91,10 +140,14 @@ def read_csv(path: str) -> tuple[list, list]:
         header = reader.fieldnames or []
         rows = [(path, i + 2, {k: (v or "").strip() for k, v in r.items() if k is not None})
                 for i, r in enumerate(reader)]
-    unknown = [c for c in header if c not in COLUMNS + OPTIONAL_COLUMNS]
+    if not header or not rows:
+        raise S.ConfigError(path, None, "no header" if not header else "header only",
+                            "the CSV file has no runs", "give one header line and at least one row with the "
+                            "columns of shared/data/published_runs.csv")
+    unknown = [c for c in header if c not in COLUMNS + OPTIONAL_COLUMNS + EXTRA_COLUMNS]
     missing = [c for c in COLUMNS if c not in header]
     errors = [CaseError(path, 1, c, c, "unknown column; columns are those of shared/data/published_runs.csv "
-                                       f"plus {', '.join(OPTIONAL_COLUMNS)}") for c in unknown]
+                                       f"plus {', '.join(OPTIONAL_COLUMNS + EXTRA_COLUMNS)}") for c in unknown]
     if missing:
         # a missing column is a missing cell in every row: rows that can do without it still run
         rows = [(f, n, {**r, **{c: "" for c in missing}}) for f, n, r in rows]
@@ -116,38 +169,65 @@ def read_yaml_cases(path: str) -> list:
     return out
 
 
-def load_cases(paths=None, dataset: str | None = None) -> tuple[list, list]:
-    """(cases, errors) from case files, directories of them and CSV files; bad rows become errors."""
+def _files(p) -> list:
+    """Case files of a path: a directory's YAML case files and CSVs, then the CSVs of its data/ folder."""
+    if os.path.isdir(p):
+        files = sorted([f for f in glob.glob(os.path.join(p, "*.yaml")) if "cases" in read_yaml(f)]
+                       + glob.glob(os.path.join(p, "*.csv")))
+        return files + sorted(glob.glob(os.path.join(p, "data", "*.csv")))
+    if os.path.exists(p):
+        return [p]
+    raise S.ConfigError(p, None, p, "no such file or directory", "give case files, directories or CSVs")
+
+
+@dataclasses.dataclass
+class Loaded:
+    cases: list  # of Case
+    errors: list  # of CaseError: bad input rows
+    unsupported: list  # of Unsupported: real runs the model cannot represent
+    excluded: list  # of Unsupported(excluded=True): rows kept out of scoring on purpose, with the reason
+
+
+def load_all(paths=None, dataset: str | None = None) -> Loaded:
+    """Cases, bad rows, unsupported runs and excluded rows from case files, directories of them and CSVs.
+    An unknown `dataset` is a ConfigError that lists the known ones."""
     paths = list(paths or [VALIDATION_DIR])
     profiles = _profiles()
     raw, errors = [], []
     for p in paths:
-        if os.path.isdir(p):
-            files = sorted([f for f in glob.glob(os.path.join(p, "*.yaml")) if "cases" in read_yaml(f)]
-                           + glob.glob(os.path.join(p, "*.csv")))
-        elif os.path.exists(p):
-            files = [p]
-        else:
-            raise S.ConfigError(p, None, p, "no such file or directory", "give case files, directories or CSVs")
-        for f in files:
+        for f in _files(p):
             if f.endswith(".csv"):
                 rows, errs = read_csv(f)
                 raw += [(a, b, r, {}) for a, b, r in rows]
                 errors += errs
             else:
                 raw += read_yaml_cases(f)
-    cases, last_source = [], {}
+    known = sorted({r.get("dataset") or "(none)" for _, _, r, _ in raw})
+    if dataset and dataset not in known:
+        raise S.ConfigError(", ".join(paths), "--dataset", dataset, "unknown dataset",
+                            f"known datasets: {', '.join(known)}")
+    out = Loaded([], errors, [], [])
+    last_source, gpus = {}, {}
     for file, rownum, row, design in raw:
         if row.get("source", "").lower() == "same":  # published_runs.csv: "same as the row above"
             row = {**row, "source": last_source.get((file, row.get("dataset")), "")}
         last_source[(file, row.get("dataset"))] = row.get("source", "")
-        if dataset and row.get("dataset") != dataset:
+        if dataset and (row.get("dataset") or "(none)") != dataset:
             continue
         try:
-            cases.append(build_case(row, file, rownum, profiles, design))
+            out.cases.append(build_case(row, file, rownum, profiles, design, gpus=gpus))
         except CaseError as err:
-            errors.append(err)
-    return cases, errors
+            out.errors.append(err)
+        except Unsupported as u:
+            (out.excluded if u.excluded else out.unsupported).append(u)
+    return out
+
+
+def load_cases(paths=None, dataset: str | None = None) -> tuple[list, list]:
+    """(cases, errors) from case files, directories of them and CSV files; bad rows become errors
+    (unsupported and excluded runs are left out: see load_all)."""
+    loaded = load_all(paths, dataset)
+    return loaded.cases, loaded.errors
 
 
 # ------------------------------------------------------------------------------------------------ building
@@ -181,6 +261,31 @@ def _value(row, col, file, n, profile, filled):
     return text
 
 
+def _count(row, col, file, n):
+    """A whole number >= 0 (shared_experts, dense_layers); empty -> 0."""
+    text = row.get(col, "")
+    if text == "":
+        return 0
+    try:
+        v = float(text)
+    except ValueError:
+        raise CaseError(file, n, col, text, "must be a number") from None
+    if not (math.isfinite(v) and v >= 0 and v.is_integer()):
+        raise CaseError(file, n, col, text, "must be a whole number >= 0")
+    return int(v)
+
+
+def rack_gpus_per_node(gpu: S.GpuSpec, n_gpus: int) -> int:
+    """NVLink-domain GPUs a job uses per node when the row does not say. 8-GPU boxes: the box. Rack-scale domains
+    (NVL72, 4 GPUs per tray): NVIDIA's perf launcher rule (Megatron-Bridge scripts/performance/utils/executors.py,
+    Slurm --segment): all the job's trays if <= 18, else the largest divisor of the tray count <= 18, so 128 and
+    256 GPUs use 64 GPUs of each 72-GPU rack."""
+    if gpu.nvl_domain_gpus <= 8 or n_gpus <= gpu.nvl_domain_gpus or n_gpus % 4:
+        return gpu.nvl_domain_gpus
+    trays, per_rack = n_gpus // 4, gpu.nvl_domain_gpus // 4
+    return 4 * max(d for d in range(1, per_rack + 1) if trays % d == 0)
+
+
 def _system(gpu: S.GpuSpec, n_gpus, gpn, link_gbps, latency_ms, file, n) -> S.SystemSpec:
     lat = DEFAULT_LATENCY_US
     if gpu.name in STANDARD_CLUSTER:
@@ -196,14 +301,38 @@ def _system(gpu: S.GpuSpec, n_gpus, gpn, link_gbps, latency_ms, file, n) -> S.Sy
     return S.SystemSpec(name=f"{n_gpus}x{gpu.name}", gpu=gpu, levels=levels)
 
 
+_TRANSPORTS = {}
+
+
 def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | None = None,
-               gpu: S.GpuSpec | None = None) -> Case:
-    """One row -> Case (raises CaseError naming the row and column)."""
+               gpu: S.GpuSpec | None = None, gpus: dict | None = None) -> Case:
+    """One row -> Case (raises CaseError naming the row and column, or Unsupported with the reason)."""
     ds = row.get("dataset", "")
+    rid = row.get("id", "") or f"row {n}"
+    if row.get("exclude", ""):
+        raise Unsupported(file, n, rid, ds or "(none)", row["exclude"], excluded=True)
+    feats = [f.strip() for f in row.get("features", "").split(";") if f.strip()]
+    unknown = [f for f in feats if f not in UNSUPPORTED_FEATURES and f not in APPROXIMATED_FEATURES]
+    if unknown:
+        raise CaseError(file, n, "features", unknown[0], "unknown feature; known: "
+                        + ", ".join(sorted({**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES})))
+    bad = [UNSUPPORTED_FEATURES[f] for f in feats if f in UNSUPPORTED_FEATURES]
+    if row.get("precision", "").lower() in UNSUPPORTED_PRECISIONS:
+        bad.append(UNSUPPORTED_PRECISIONS[row["precision"].lower()])
+    if bad:
+        raise Unsupported(file, n, rid, ds or "(none)", "; ".join(bad))
+    approx = [APPROXIMATED_FEATURES[f] for f in feats if f in APPROXIMATED_FEATURES]
     profile = profiles.get(ds, GENERIC_PROFILE)
     filled: list = []
+    prec = row.get("precision", "").lower()
+    if prec in PRECISION_ALIASES:
+        row = {**row, "precision": PRECISION_ALIASES[prec]}
+        approx.append(f"precision {prec} is modelled as {PRECISION_ALIASES[prec]} (one fp8 rate, no recipe cost)")
     v = {c: _value(row, c, file, n, profile, filled) for c in COLUMNS + OPTIONAL_COLUMNS
          if c in COLUMNS or row.get(c, "") != ""}
+    x = {c: _value(row, c, file, n, profile, filled) for c in EXTRA_COLUMNS
+         if c in INT_COLUMNS and row.get(c, "") != ""}
+    x.update({c: _count(row, c, file, n) for c in COUNT_COLUMNS})
     if v["metric"] not in METRICS:
         raise CaseError(file, n, "metric", v["metric"], f"unknown metric; use one of {', '.join(METRICS)}")
     if v["recompute"] not in ("none", "selective", "full"):
@@ -212,34 +341,93 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         raise CaseError(file, n, "precision", v["precision"], f"use one of {', '.join(S.PRECISIONS)}")
     if gpu is None:
         path = os.path.join(CONFIGS, "hardware", f"{v['gpu']}.yaml")
-        if not os.path.exists(path):
-            known = sorted(os.path.splitext(f)[0] for f in os.listdir(os.path.join(CONFIGS, "hardware")))
-            raise CaseError(file, n, "gpu", v["gpu"], f"unknown GPU; known: {', '.join(known)}")
-        gpu = load_gpu(path)
+        if gpus is not None and path in gpus:
+            gpu = gpus[path]
+        else:
+            if not os.path.exists(path):
+                known = sorted(os.path.splitext(f)[0] for f in os.listdir(os.path.join(CONFIGS, "hardware")))
+                raise CaseError(file, n, "gpu", v["gpu"], f"unknown GPU; known: {', '.join(known)}")
+            gpu = load_gpu(path)
+            if gpus is not None:
+                gpus[path] = gpu
     kv = v["kv_heads"] or v["heads"]
-    if v["heads"] % kv or v["hidden"] % v["heads"]:
+    head_dim = x.get("head_dim")
+    if v["heads"] % kv or (head_dim is None and v["hidden"] % v["heads"]):
         raise CaseError(file, n, "heads", v["heads"], "must divide hidden and be a multiple of kv_heads")
+    if v["heads"] % v["tp"]:
+        raise CaseError(file, n, "tp", v["tp"], f"must divide heads={v['heads']} (tensor parallelism splits "
+                                                 "the attention heads)")
+    moe = None
+    if x.get("experts"):
+        for c in ("top_k", "moe_ffn"):
+            if c not in x:
+                raise CaseError(file, n, c, row.get(c, ""), "required for a MoE model (experts is given)")
+        if x["dense_layers"]:
+            raise Unsupported(file, n, rid, ds or "(none)", f"first {x['dense_layers']} of {v['layers']} layers "
+                              "dense, the rest MoE: the model places MoE layers only every k-th layer "
+                              "(MoESpec.layer_interval)")
+        # Megatron-Bridge MoE benchmarks force-balance the routing (page footnote): imbalance 1
+        moe = S.MoESpec(experts=x["experts"], top_k=x["top_k"], expert_ffn=x["moe_ffn"],
+                        shared_experts=x["shared_experts"])
+    elif x.get("ep", 1) > 1:
+        raise CaseError(file, n, "ep", x["ep"], "expert parallelism needs a MoE model (experts is empty)")
     model = S.ModelSpec(name=v["model"] or v["id"], layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
-                        kv_heads=kv, head_dim=v["hidden"] // v["heads"], ffn=v["ffn"], gated_mlp=v["gated_mlp"],
-                        vocab=v["vocab"], source=v["source"])
+                        kv_heads=kv, head_dim=head_dim or v["hidden"] // v["heads"], ffn=v["ffn"],
+                        gated_mlp=v["gated_mlp"], vocab=v["vocab"], source=v["source"], moe=moe)
     if v["tp"] * v["pp"] * v["dp"] * v["cp"] != v["n_gpus"]:
         raise CaseError(file, n, "n_gpus", v["n_gpus"], f"is not tp x pp x dp x cp = "
                                                         f"{v['tp'] * v['pp'] * v['dp'] * v['cp']}")
-    system = _system(gpu, v["n_gpus"], v.get("gpus_per_node"), v.get("link_gbps"), v.get("link_latency_ms"),
-                     file, n)
+    ep = x.get("ep", 1)
+    if moe is not None and ((v["dp"] * v["cp"]) % ep or moe.experts % ep):
+        raise Unsupported(file, n, rid, ds or "(none)", f"ep={ep} does not divide dp x cp={v['dp'] * v['cp']} "
+                          f"and experts={moe.experts}: MoE parallel folding (experts spread over the tensor-"
+                          "parallel ranks too) is not modelled")
+    if "etp" in x and x["etp"] != v["tp"]:
+        raise Unsupported(file, n, rid, ds or "(none)", f"expert tensor parallelism etp={x['etp']} != tp="
+                          f"{v['tp']} is not modelled")
+    gpn = v.get("gpus_per_node")
+    if gpn is None and rack_gpus_per_node(gpu, v["n_gpus"]) != gpu.nvl_domain_gpus:
+        gpn = rack_gpus_per_node(gpu, v["n_gpus"])
+        filled.append(f"gpus_per_node={gpn} (NVIDIA perf launcher: GPUs per NVLink segment, "
+                      "rack_gpus_per_node)")
+    system = _system(gpu, v["n_gpus"], gpn, v.get("link_gbps"), v.get("link_latency_ms"), file, n)
     # Megatron-LM gradient buffers: fp16 runs keep and all-reduce 16-bit grads unless
     # --accumulate-allreduce-grads-in-fp32; bf16 forces fp32 accumulation and reduction (arguments.py).
     gbytes = 2.0 if v["precision"] == "fp16" else 4.0
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]))
-    transports = load_transports(os.path.join(CONFIGS, "network", "transports.yaml"))
-    run = {k: x for k, x in profile.get("run_settings", {}).get(v["id"], {}).items() if k in AXES}
-    for k, x in run.items():
-        filled.append(f"{k}={x} ({profile.get('run_settings_source', 'default')})")
+    tpath = os.path.join(CONFIGS, "network", "transports.yaml")
+    if tpath not in _TRANSPORTS:
+        _TRANSPORTS[tpath] = load_transports(tpath)
+    transports = _TRANSPORTS[tpath]
+    run = {k: val for k, val in profile.get("run_settings", {}).get(v["id"], {}).items() if k in AXES}
+    for k, val in run.items():
+        filled.append(f"{k}={val} ({profile.get('run_settings_source', 'default')})")
     design = {**GENERIC_PROFILE["design"], **profile.get("design", {}), **run, **(design_extra or {})}
     design.update(tp=v["tp"], pp=v["pp"], dp=v["dp"], cp=v["cp"], vpp=v["vpp"], mbs=v["mbs"],
                   recompute=v["recompute"], schedule="interleaved" if v["vpp"] > 1 else "1f1b")
+    if ep > 1:
+        design["ep"] = ep
+    sched = row.get("schedule", "").lower()
+    if sched:
+        if sched not in ("1f1b", "interleaved", "gpipe", "zb-h1", "zb-h2", "latency-aware"):
+            raise CaseError(file, n, "schedule", sched, "unknown schedule")
+        if (sched == "interleaved") != (v["vpp"] > 1):
+            raise CaseError(file, n, "schedule", sched, f"does not match vpp={v['vpp']} (interleaved <=> vpp > 1)")
+        design["schedule"] = sched
+    fsdp = row.get("fsdp", "").lower()
+    if row.get("sharding", ""):
+        design["sharding"] = row["sharding"].lower()
+    elif fsdp in ("yes", "true") or (fsdp.isdigit() and int(fsdp) > 1 and int(fsdp) == v["dp"]):
+        design["sharding"] = "fsdp"
+    elif fsdp.isdigit() and int(fsdp) > 1:
+        raise Unsupported(file, n, rid, ds or "(none)", f"FSDP over {fsdp} of dp={v['dp']} ranks (HSDP with a "
+                          "given shard group) is not modelled: the model's hsdp shards within a building")
+    elif fsdp not in ("", "no", "false", "1", "0"):
+        raise CaseError(file, n, "fsdp", fsdp, "must be yes, no or the FSDP degree")
+    if row.get("overlap", ""):
+        design["overlap"] = row["overlap"].lower()
     space = DesignSpace.from_dict({}, tuple(t.name for t in transports), file)
     scen = Scenario(name=v["id"], path=file, model=model, system=system, training=training,
                     transports=transports, space=space, objective="step_time_s", baselines={},
@@ -248,8 +436,12 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         space.design(design, file=file)
     except S.ConfigError as err:
         raise CaseError(file, n, err.key or "design", err.value, str(err)) from None
+    shape = (model.layers, model.hidden, model.heads, model.kv_heads, model.head_dim, model.ffn, model.vocab,
+             model.gated_mlp, moe)
+    group = (ds or "(none)", v["model"] or "", shape, gpu.name, v["n_gpus"], v["seq"], v["gbs"], prec)
     return Case(id=v["id"], dataset=ds or "(none)", source=v["source"], metric=v["metric"], measured=v["value"],
-                scenario=scen, design=design, filled=tuple(filled), notes=v["notes"])
+                scenario=scen, design=design, filled=tuple(filled), notes=v["notes"],
+                approximations=tuple(approx), group=group)
 
 
 # ------------------------------------------------------------------------------------------------ evaluating
@@ -303,23 +495,34 @@ def metrics_of(case, step_s: float, feasible: bool) -> dict:
 
 
 def evaluate_cases(cases, gpu_override=None) -> list:
-    """One batched, jitted call over all cases (they share shapes: two levels, the same transports)."""
+    """Batched, jitted evaluation: cases go in blocks of BATCH_MULTIPLE (all share shapes: two levels, the same
+    transports), so any number of cases uses one compilation, and a case's prediction does not depend on how
+    many other cases run with it (the first 32 cases are one block exactly as when they run alone)."""
     if not cases:
         return []
-    params, designs = case_arrays(cases, gpu_override, pad=True)
-    cost = _eval_cases(params, designs)
-    raw = np.asarray(cost.raw_step_time_s, np.float64)
-    feas = np.asarray(cost.feasible)
     out = []
-    for i, c in enumerate(cases):
-        met = metrics_of(c, float(raw[i]), bool(feas[i]))
-        pred = met[c.metric]
-        out.append({"id": c.id, "dataset": c.dataset, "metric": c.metric, "predicted": pred,
-                    "measured": c.measured, "error": (pred - c.measured) / c.measured, "metrics": met,
-                    "violation": int(np.asarray(cost.violation)[i]),
-                    "breakdown": {k: float(np.asarray(x)[i]) for k, x in cost.breakdown._asdict().items()},
-                    "memory_GiB": float(np.asarray(cost.memory_bytes)[i]) / 2**30})
+    for start in range(0, len(cases), BATCH_MULTIPLE):
+        block = list(cases[start:start + BATCH_MULTIPLE])
+        params, designs = case_arrays(block, gpu_override, pad=True)
+        cost = _eval_cases(params, designs)
+        raw = np.asarray(cost.raw_step_time_s, np.float64)
+        feas = np.asarray(cost.feasible)
+        viol = np.asarray(cost.violation)
+        mem = np.asarray(cost.memory_bytes)
+        brk = {k: np.asarray(x) for k, x in cost.breakdown._asdict().items()}
+        for i, c in enumerate(block):
+            met = metrics_of(c, float(raw[i]), bool(feas[i]))
+            pred = met[c.metric]
+            out.append({"id": c.id, "dataset": c.dataset, "metric": c.metric, "predicted": pred,
+                        "measured": c.measured, "error": (pred - c.measured) / c.measured, "metrics": met,
+                        "violation": int(viol[i]), "breakdown": {k: float(x[i]) for k, x in brk.items()},
+                        "memory_GiB": float(mem[i]) / 2**30})
     return out
+
+
+def _stats(errs) -> dict:
+    return {"n": len(errs), "mape": float(np.mean(errs)), "max_abs_error": float(np.max(errs))} if errs else \
+        {"n": 0}
 
 
 def summarize(results, held_out: set | None = None) -> dict:
@@ -327,18 +530,114 @@ def summarize(results, held_out: set | None = None) -> dict:
     out = {}
     for ds in sorted({r["dataset"] for r in results}):
         errs = [abs(r["error"]) for r in results if r["dataset"] == ds]
-        out[ds] = {"n": len(errs), "mape": float(np.mean(errs)), "max_abs_error": float(np.max(errs))}
+        out[ds] = _stats(errs)
         if held_out is not None:
-            ho = [abs(r["error"]) for r in results if r["dataset"] == ds and r["id"] in held_out]
-            out[ds]["held_out"] = ({"n": len(ho), "mape": float(np.mean(ho)), "max_abs_error": float(np.max(ho))}
-                                   if ho else {"n": 0})
+            out[ds]["held_out"] = _stats([abs(r["error"]) for r in results
+                                          if r["dataset"] == ds and r["id"] in held_out])
     return out
+
+
+def _calibration_yaml() -> dict:
+    path = os.path.join(VALIDATION_DIR, "calibration.yaml")
+    return read_yaml(path) if os.path.exists(path) else {}
 
 
 def calibration_subset() -> dict:
     """{gpu name: [case ids used for fitting]} as recorded in configs/validation/calibration.yaml."""
-    path = os.path.join(VALIDATION_DIR, "calibration.yaml")
-    return {k: list(v["fit_cases"]) for k, v in read_yaml(path)["gpus"].items()} if os.path.exists(path) else {}
+    data = _calibration_yaml()
+    return {k: list(v["fit_cases"]) for k, v in data["gpus"].items()} if data else {}
+
+
+def split_member(case_id: str, fraction: float) -> bool:
+    """The documented hash rule of calibration.yaml's `split`: sha256(id)[:8] / 2^32 < fraction."""
+    return int(hashlib.sha256(case_id.encode()).hexdigest()[:8], 16) / 2**32 < fraction
+
+
+def calibration_split(cases) -> set:
+    """Ids of the cases in the named calibration split: the per-GPU fit_cases for the datasets listed as
+    `explicit`, the sha256 rule for every other dataset (configs/validation/calibration.yaml)."""
+    data = _calibration_yaml()
+    fit = {i for ids in calibration_subset().values() for i in ids}
+    split = data.get("split") or {}
+    explicit = set(split.get("explicit") or [])
+    frac = float(split.get("fraction", 0.0))
+    return {c.id for c in cases if (c.id in fit if c.dataset in explicit or not split
+                                    else split_member(c.id, frac))}
+
+
+def rankdata(x) -> np.ndarray:
+    """Ranks 1..n, ties get the average of the ranks they span."""
+    x = np.asarray(x, np.float64)
+    order = np.argsort(x, kind="mergesort")
+    ranks = np.empty(len(x))
+    ranks[order] = np.arange(1, len(x) + 1)
+    for v in np.unique(x):
+        tie = x == v
+        ranks[tie] = ranks[tie].mean()
+    return ranks
+
+
+def spearman(a, b) -> float:
+    """Spearman rank correlation with average ranks for ties; nan when either side is constant."""
+    ra, rb = rankdata(a), rankdata(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    den = math.sqrt(float(np.sum(ra * ra) * np.sum(rb * rb)))
+    return float(np.sum(ra * rb) / den) if den > 0 else float("nan")
+
+
+LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "sharding", "schedule", "overlap")
+MIN_GROUP = 3
+
+
+def _per_gpu_tflops(r) -> tuple:
+    """(predicted, measured) model TFLOP/s per GPU of a result: the ranked quantity. For a time metric the
+    measured value is the predicted TFLOP/s scaled by predicted/measured time, for a throughput metric by
+    measured/predicted (the same model-FLOP count on both sides, so only the measurement differs)."""
+    pred = r["metrics"]["tflops_per_gpu"]
+    ratio = r["predicted"] / r["measured"] if r["metric"] == "iteration_s" else r["measured"] / r["predicted"]
+    return pred, pred * ratio
+
+
+def ranking(cases, results) -> dict:
+    """Spearman of predicted vs measured per layout group: >= 3 runs of one model shape on one GPU type from one
+    table (same dataset and source, i.e. one software release and cluster; same sequence length and precision
+    label) with at least two layouts (tp, pp, dp, cp, ep, vpp, mbs,
+    recompute, sharding, schedule, overlap, GPUs per node; the GPU count and batch may differ). Ranked quantity:
+    model TFLOP/s per GPU, which compares layouts at different GPU counts and batches on one scale."""
+    by_id = {c.id: c for c in cases}
+    groups = {}
+    for r in results:
+        if r["predicted"] is None or not math.isfinite(r["predicted"]) or r["predicted"] <= 0:
+            continue
+        ds, model, shape, gpu, _, seq, _, prec = by_id[r["id"]].group
+        groups.setdefault((ds, by_id[r["id"]].source, model, shape, gpu, seq, prec), []).append(r)
+    out = []
+    for key, rs in groups.items():
+        layouts = {tuple(str(by_id[r["id"]].design.get(k, "")) for k in LAYOUT_KEYS)
+                   + (by_id[r["id"]].scenario.system.gpus_per_node,) for r in rs}
+        if len(rs) < MIN_GROUP or len(layouts) < 2:
+            continue
+        ds, _, model, _, gpu, seq, prec = key
+        pm = [_per_gpu_tflops(r) for r in rs]
+        rho = spearman([p for p, _ in pm], [m for _, m in pm])
+        out.append({"name": f"{ds}: {model} on {gpu}, seq {seq}, {prec}", "dataset": ds, "n": len(rs),
+                    "layouts": len(layouts), "gpu_counts": sorted({by_id[r["id"]].scenario.system.n_gpus
+                                                                   for r in rs}),
+                    "spearman": rho, "ids": [r["id"] for r in rs]})
+    out.sort(key=lambda g: g["name"])
+    rhos = [g["spearman"] for g in out if math.isfinite(g["spearman"])]
+    return {"groups": out, "n_groups": len(out), "n_defined": len(rhos),
+            "mean_spearman": float(np.mean(rhos)) if rhos else None,
+            "median_spearman": float(np.median(rhos)) if rhos else None,
+            "rule": "same dataset and source (one table: software release, cluster), model shape, GPU type, seq "
+                    "and precision label; >= 3 runs, >= 2 layouts; "
+                    "ranked: model TFLOP/s per GPU, predicted vs measured; average ranks for ties; a group whose "
+                    "predictions (or measurements) are all equal has no Spearman (null), left out of the mean"}
+
+
+def _family(source: str) -> str:
+    """The publication a row comes from: the repository (before '@') or the paper (before the first ',')."""
+    return re.split(r"@|,| \||:docs| Table", source)[0].strip()
 
 
 def _clean(x):
@@ -353,19 +652,53 @@ def _clean(x):
 
 
 def validate(paths=None, dataset: str | None = None) -> dict:
-    """Python API: {"datasets", "cases", "errors"} as `sax validate --json` prints it (errors are relative,
-    signed per case; MAPE and max |error| per dataset, and over the cases not used for fitting)."""
-    cases, errors = load_cases(paths, dataset)
+    """Python API: the object `sax validate --json` prints. "datasets": per dataset n, MAPE and max |error| over
+    all scored runs and over the held-out runs (not in the named calibration split), plus unsupported and
+    excluded counts; "overall": the same over all datasets; "cases"; "ranking" (Spearman per layout group);
+    "unsupported" and "excluded" runs with their reasons; "errors": bad input rows."""
+    loaded = load_all(paths, dataset)
+    cases = loaded.cases
     results = evaluate_cases(cases)
     fit = {i for ids in calibration_subset().values() for i in ids}
-    held = {r["id"] for r in results} - fit
+    split = calibration_split(cases)
+    held = {r["id"] for r in results} - split
     by_id = {c.id: c for c in cases}
+    datasets = summarize(results, held)
+    for ds in sorted({u.dataset for u in loaded.unsupported + loaded.excluded} - set(datasets)):
+        datasets[ds] = {"n": 0, "held_out": {"n": 0}}
+    for name, s in datasets.items():
+        s["unsupported"] = sum(u.dataset == name for u in loaded.unsupported)
+        s["excluded"] = sum(u.dataset == name for u in loaded.excluded)
+        s["approximated"] = sum(bool(c.approximations) for c in cases if c.dataset == name)
+        s["calibration_split"] = sum(c.id in split for c in cases if c.dataset == name)
+        # real runs the model calls infeasible (e.g. over memory): scored on their raw step time, counted here
+        s["model_infeasible"] = sum(not r["metrics"]["feasible"] for r in results if r["dataset"] == name)
+    errs = [abs(r["error"]) for r in results]
+    mapes = [s["mape"] for s in datasets.values() if s["n"]]
+    held_mapes = [s["held_out"]["mape"] for s in datasets.values() if s["held_out"]["n"]]
+    overall = {**_stats(errs), "held_out": _stats([abs(r["error"]) for r in results if r["id"] in held]),
+               "datasets": sum(1 for s in datasets.values() if s["n"]),
+               "mean_dataset_mape": float(np.mean(mapes)) if mapes else None,
+               "mean_dataset_mape_held_out": float(np.mean(held_mapes)) if held_mapes else None,
+               "unsupported": len(loaded.unsupported), "excluded": len(loaded.excluded), "errors": len(loaded.errors),
+               "approximated": sum(bool(c.approximations) for c in cases),
+               "model_infeasible": sum(not r["metrics"]["feasible"] for r in results),
+               "sources": sorted({_family(c.source) for c in cases if c.source})}
+    overall["n_sources"] = len(overall["sources"])
     return _clean({
-        "datasets": summarize(results, held),
+        "datasets": datasets,
+        "overall": overall,
         "cases": [{**{k: r[k] for k in ("id", "dataset", "metric", "predicted", "measured", "error")},
-                   "used_for_fitting": r["id"] in fit, "filled": list(by_id[r["id"]].filled),
+                   "used_for_fitting": r["id"] in fit, "calibration_split": r["id"] in split,
+                   "violation": r["violation"],
+                   "filled": list(by_id[r["id"]].filled), "approximations": list(by_id[r["id"]].approximations),
                    "design": {k: by_id[r["id"]].design[k] for k in ("tp", "pp", "dp", "cp", "vpp", "mbs",
-                                                                     "recompute", "sharding", "overlap")},
+                                                                     "recompute", "sharding", "overlap")
+                              if k in by_id[r["id"]].design}
+                   | {k: by_id[r["id"]].design[k] for k in ("ep", "schedule") if k in by_id[r["id"]].design},
                    "metrics": r["metrics"], "source": by_id[r["id"]].source} for r in results],
-        "errors": [str(e) for e in errors],
+        "ranking": ranking(cases, results),
+        "unsupported": [u.as_dict() for u in loaded.unsupported],
+        "excluded": [u.as_dict() for u in loaded.excluded],
+        "errors": [str(e) for e in loaded.errors],
     })

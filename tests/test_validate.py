@@ -23,8 +23,19 @@ THRESHOLDS = {  # issue 3 acceptance: (MAPE, max |error|); Calculon: 3.65% / 8.8
 }
 
 
+# the 27 Megatron-LM runs of issue 3 (the default `sax validate` also runs the public-run collection)
+ORIGINAL = [os.path.join(V.VALIDATION_DIR, f) for f in ("korthikanti2022.yaml", "megatron-core-h100.yaml",
+                                                        "narayanan2021.yaml")]
+BEFORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "validate_27_before.json")
+
+
 @pytest.fixture(scope="module")
 def result():
+    return V.validate(ORIGINAL)
+
+
+@pytest.fixture(scope="module")
+def full():
     return V.validate()
 
 
@@ -218,3 +229,129 @@ def test_cli_json_schema():
     for c in out["cases"]:
         assert {"id", "dataset", "metric", "predicted", "measured", "error"} <= set(c)
         assert c["metric"] == "iteration_s" and isinstance(c["predicted"], float)
+
+
+# ------------------------------------------------------------------ issue 10: public runs, split, ranking
+def test_27_predictions_unchanged(result, full):
+    """The 27 original predictions are bit-identical to those recorded before the public-run work, alone and
+    inside the full default run."""
+    with open(BEFORE) as fh:
+        before = json.load(fh)["predicted"]
+    assert len(before) == 27
+    for res in (result, full):
+        got = {c["id"]: c["predicted"] for c in res["cases"] if c["id"] in before}
+        assert got == before
+
+
+def test_public_runs_loaded_with_sources_and_every_row_accounted(full):
+    o = full["overall"]
+    assert not full["errors"]
+    assert o["n"] >= 150 and o["n_sources"] >= 8
+    assert all(c["source"] for c in full["cases"])
+    # 27 original runs + 590 rows of the collection: each is scored, unsupported or excluded, none vanishes
+    assert o["n"] + o["unsupported"] + o["excluded"] == 27 + 590
+    assert all(u["reason"] and u["id"] for u in full["unsupported"] + full["excluded"])
+    assert sum(s["unsupported"] for s in full["datasets"].values()) == o["unsupported"]
+    gpus = {c["id"].split("-")[2] for c in full["cases"] if c["id"].startswith("mb-")}
+    assert {"h100", "b200", "gb200"} <= gpus
+    kept_out = ("mlperf", "mlcommons", "megascale", "bloom", "mt-nlg", "yuan et al")
+    assert not any(k in (c["source"] or "").lower() for c in full["cases"] for k in kept_out)
+    # GB200 NVL72 jobs of 128 and 256 GPUs load (64 GPUs of each rack)
+    gb = [c for c in full["cases"] if c["dataset"] == "megatron-bridge-gb200"]
+    assert any("-128g-" in c["id"] for c in gb) and any("-256g-" in c["id"] for c in gb)
+    # held-out numbers per dataset and overall
+    for s in full["datasets"].values():
+        assert "held_out" in s and s["held_out"]["n"] <= s["n"]
+    assert 0 < o["held_out"]["n"] < o["n"]
+
+
+def test_ranking_key(full):
+    rk = full["ranking"]
+    assert rk["n_groups"] >= 10 and rk["groups"]
+    rhos = []
+    for g in rk["groups"]:
+        assert g["n"] >= 3 and g["layouts"] >= 2 and len(g["ids"]) == g["n"] and g["name"]
+        if g["spearman"] is not None:
+            assert -1.0 - 1e-12 <= g["spearman"] <= 1.0 + 1e-12
+            rhos.append(g["spearman"])
+    assert rk["mean_spearman"] == pytest.approx(sum(rhos) / len(rhos))
+
+
+def test_spearman_hand_computed():
+    assert V.spearman([1, 2, 3, 4, 5], [10, 20, 30, 40, 50]) == pytest.approx(1.0)
+    assert V.spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)
+    # ties: ranks of b = 1.5, 1.5, 3, 4 -> rho = 4.5 / sqrt(5 * 4.5) = 3 / sqrt(10)
+    assert V.spearman([1, 2, 3, 4], [1, 1, 2, 3]) == pytest.approx(3 / math.sqrt(10))
+    assert list(V.rankdata([3.0, 1.0, 3.0, 2.0])) == [3.5, 1.0, 3.5, 2.0]
+    # no ties: d = (0, -2, 1, 1), sum d^2 = 6 -> 1 - 6 * 6 / (4 * (16 - 1)) = 0.4
+    assert V.spearman([1, 2, 3, 4], [1, 4, 2, 3]) == pytest.approx(0.4)
+    assert math.isnan(V.spearman([1, 2, 3], [5, 5, 5]))
+
+
+def test_calibration_split_is_the_documented_rule():
+    cases, _ = V.load_cases(ORIGINAL)
+    fit = {i for ids in V.calibration_subset().values() for i in ids}
+    assert V.calibration_split(cases) == fit  # the 27: exactly the per-GPU fit_cases
+    ids = [f"run-{i}" for i in range(2000)]
+    share = sum(V.split_member(i, 0.3) for i in ids) / len(ids)
+    assert 0.25 < share < 0.35 and V.split_member("x", 1.0) and not V.split_member("x", 0.0)
+
+
+def test_gb200_rack_rule():
+    from sax_jax.config import load_gpu
+    gb = load_gpu(os.path.join(V.CONFIGS, "hardware", "GB200.yaml"))
+    h = load_gpu(os.path.join(V.CONFIGS, "hardware", "H100-SXM-80GB.yaml"))
+    assert [V.rack_gpus_per_node(gb, n) for n in (8, 32, 64, 128, 256, 512)] == [72, 72, 72, 64, 64, 64]
+    assert V.rack_gpus_per_node(h, 1024) == 8
+
+
+def _public_row(**kw):
+    good, _ = _good_rows()
+    row = {**good, "id": "moe", "dataset": "mine", "source": "own", "model": "m", "layers": "48", "hidden": "2048",
+           "heads": "32", "kv_heads": "4", "ffn": "6144", "vocab": "151936", "seq": "4096", "gated_mlp": "yes",
+           "gpu": "GB200", "n_gpus": "128", "tp": "1", "pp": "1", "dp": "128", "cp": "1", "vpp": "1", "mbs": "1",
+           "gbs": "512", "recompute": "none", "seq_parallel": "no", "precision": "mxfp8", "ep": "8",
+           "experts": "128", "top_k": "8", "moe_ffn": "768", "shared_experts": "0", "dense_layers": "0",
+           "head_dim": "128", "value": "3.0"}
+    return {**row, **kw}
+
+
+def test_public_columns_unsupported_and_bad_rows(tmp_path):
+    rows = [_public_row(),                                                         # MoE, 128 GB200: loads
+            _public_row(id="dense3", dense_layers="3"),                            # unsupported
+            _public_row(id="fp4", precision="nvfp4"),                              # unsupported
+            _public_row(id="mla", features="mla"),                                 # unsupported
+            _public_row(id="skip", exclude="CHECK: contradicts itself"),           # excluded
+            _public_row(id="badtp", tp="3", dp="1", n_gpus="3", experts="", ep="", gpu="H100-SXM-80GB")]
+    path = tmp_path / "pub.csv"
+    _write_csv(path, rows, V.COLUMNS + V.OPTIONAL_COLUMNS + V.EXTRA_COLUMNS)
+    res = V.validate([str(path)])
+    assert [c["id"] for c in res["cases"]] == ["moe"]
+    c = res["cases"][0]
+    assert c["design"]["ep"] == 8 and any("mxfp8" in a for a in c["approximations"])
+    assert any(f.startswith("gpus_per_node=64") for f in c["filled"])
+    reasons = {u["id"]: u["reason"] for u in res["unsupported"]}
+    assert set(reasons) == {"dense3", "fp4", "mla"} and "dense" in reasons["dense3"]
+    assert "fp4" in reasons["fp4"] and "latent attention" in reasons["mla"]
+    assert [u["id"] for u in res["excluded"]] == ["skip"] and res["datasets"]["mine"]["unsupported"] == 3
+    assert len(res["errors"]) == 1
+    e = res["errors"][0]
+    assert "row 7" in e and "'tp'" in e and "3" in e and "heads" in e
+
+
+def test_empty_csv_and_unknown_dataset_refused(tmp_path, capsys):
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    header = tmp_path / "header.csv"
+    header.write_text(",".join(V.COLUMNS) + "\n")
+    for p in (empty, header):
+        assert cli.main(["validate", str(p)]) == 2
+        assert "no runs" in capsys.readouterr().err
+    with pytest.raises(Exception) as err:
+        V.validate([str(header)])
+    assert "no runs" in str(err.value) and "header.csv" in str(err.value)
+    assert cli.main(["validate", RUNS_CSV, "--dataset", "nope"]) == 2
+    assert "known datasets" in capsys.readouterr().err
+    with pytest.raises(Exception) as err:
+        V.validate([RUNS_CSV], dataset="nope")
+    assert "unknown dataset" in str(err.value) and "korthikanti2022" in str(err.value)

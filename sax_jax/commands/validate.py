@@ -1,9 +1,12 @@
 """`sax validate [PATH ...] [--dataset NAME] [--json]`: predicted vs measured on published training runs.
 
-PATH: case files (configs/validation/*.yaml), directories of them, or CSV files with the columns of
-shared/data/published_runs.csv (+ optional gpus_per_node, link_gbps, link_latency_ms). Default:
-configs/validation/. Bad rows are reported (file, row, column) and the other rows still run; the exit
-status is 1 when any row was bad.
+PATH: case files (configs/validation/*.yaml), directories of them (with their data/*.csv), or CSV files with
+the columns of shared/data/published_runs.csv (+ optional gpus_per_node, link_gbps, link_latency_ms and the
+public-run columns ep, etp, fsdp, experts, top_k, moe_ffn, shared_experts, dense_layers, schedule, head_dim,
+sharding, overlap, features, exclude). Default: configs/validation/ (27 Megatron-LM runs + the public-run
+collection). Bad rows are reported (file, row, column) and the other rows still run; the exit status is 1 when
+any row was bad. Runs the model cannot represent are listed as unsupported with the reason (exit status 0).
+An empty CSV or an unknown --dataset is refused (exit status 2).
 """
 import json
 import math
@@ -23,9 +26,26 @@ def _fmt(metric, x):
         if metric == "iteration_s" else f"{x:.1f}"
 
 
+DETAIL_MAX = 40  # more cases than this: one line per case (use --dataset for the per-case tables)
+
+
+def _pct(x):
+    return "-" if x is None else f"{100 * x:.2f} %"
+
+
 def print_report(res, console=None):
     con = console or Console()
-    for case in res["cases"]:
+    if len(res["cases"]) > DETAIL_MAX:
+        t = Table(title="cases (--dataset NAME for per-case detail)", title_justify="left")
+        for col in ("id", "dataset", "metric", "predicted", "measured", "error", "split", "approx."):
+            t.add_column(col, justify="left" if col in ("id", "dataset", "metric", "split") else "right")
+        for c in res["cases"]:
+            t.add_row(c["id"], c["dataset"], c["metric"], _fmt(c["metric"], c["predicted"]),
+                      _fmt(c["metric"], c["measured"]), f"{100 * c['error']:+.1f} %" if c["error"] is not None
+                      else "-", "fit" if c["used_for_fitting"] else "calib" if c["calibration_split"] else "held",
+                      str(len(c["approximations"])) if c["approximations"] else "")
+        con.print(t)
+    for case in res["cases"] if len(res["cases"]) <= DETAIL_MAX else []:
         t = Table(title=f"{case['id']} ({case['dataset']})" + (" [fit]" if case["used_for_fitting"] else ""),
                   title_justify="left")
         for col in ("metric", "predicted", "measured", "error"):
@@ -42,15 +62,48 @@ def print_report(res, console=None):
         con.print("  design: " + ", ".join(f"{k}={v}" for k, v in d.items()))
         for f in case["filled"]:
             con.print(f"  [yellow]not stated, filled:[/yellow] {f}")
-    t = Table(title="per dataset (|relative error|)", title_justify="left")
-    for col in ("dataset", "n", "MAPE", "max", "held-out n", "held-out MAPE", "held-out max", "peer"):
+        for f in case.get("approximations", []):
+            con.print(f"  [yellow]approximated:[/yellow] {f}")
+    t = Table(title="per dataset (|relative error|; held out = not in the calibration split)", title_justify="left")
+    for col in ("dataset", "n", "MAPE", "max", "held-out n", "held-out MAPE", "held-out max", "unsupported",
+                "excluded", "approx.", "peer"):
         t.add_column(col, justify="left" if col in ("dataset", "peer") else "right")
     for name, s in res["datasets"].items():
         h = s.get("held_out", {"n": 0})
-        t.add_row(name, str(s["n"]), f"{100 * s['mape']:.2f} %", f"{100 * s['max_abs_error']:.2f} %",
-                  str(h["n"]), f"{100 * h['mape']:.2f} %" if h["n"] else "-",
-                  f"{100 * h['max_abs_error']:.2f} %" if h["n"] else "-", CALCULON.get(name, ""))
+        t.add_row(name, str(s["n"]), _pct(s.get("mape")), _pct(s.get("max_abs_error")),
+                  str(h["n"]), _pct(h.get("mape")), _pct(h.get("max_abs_error")), str(s.get("unsupported", 0)),
+                  str(s.get("excluded", 0)), str(s.get("approximated", 0)), CALCULON.get(name, ""))
+    o = res.get("overall")
+    if o:
+        t.add_row("[bold]all[/bold]", str(o["n"]), _pct(o.get("mape")), _pct(o.get("max_abs_error")),
+                  str(o["held_out"]["n"]), _pct(o["held_out"].get("mape")), _pct(o["held_out"].get("max_abs_error")),
+                  str(o["unsupported"]), str(o["excluded"]), str(o["approximated"]), "")
     con.print(t)
+    if o:
+        con.print(f"mean of per-dataset MAPE: {_pct(o['mean_dataset_mape'])} over {o['datasets']} datasets "
+                  f"(held out: {_pct(o['mean_dataset_mape_held_out'])}); {o['n_sources']} sources; "
+                  f"{o['model_infeasible']} real runs the model calls infeasible (scored on raw step time)")
+    rk = res.get("ranking")
+    if rk and rk["groups"]:
+        t = Table(title="ranking fidelity (Spearman, predicted vs measured model TFLOP/s per GPU)",
+                  title_justify="left")
+        for col in ("group", "runs", "layouts", "Spearman"):
+            t.add_column(col, justify="left" if col == "group" else "right")
+        for g in rk["groups"]:
+            t.add_row(g["name"], str(g["n"]), str(g["layouts"]),
+                      "-" if g["spearman"] is None else f"{g['spearman']:+.2f}")
+        con.print(t)
+        fmt = (lambda x: "-" if x is None else f"{x:+.2f}")
+        con.print(f"ranking: {rk['n_groups']} groups ({rk['n_defined']} defined), mean Spearman "
+                  f"{fmt(rk['mean_spearman'])}, median {fmt(rk['median_spearman'])}")
+    by_reason = {}
+    for u in res.get("unsupported", []):
+        by_reason.setdefault(u["reason"], []).append(u)
+    for reason, us in sorted(by_reason.items(), key=lambda kv: -len(kv[1])):
+        con.print(f"[magenta]unsupported ({len(us)}):[/magenta] {reason}: "
+                  + ", ".join(u["id"] for u in us))
+    for u in res.get("excluded", []):
+        con.print(f"[magenta]excluded:[/magenta] {u['id']} ({u['dataset']}): {u['reason']}")
     for e in res["errors"]:
         con.print(f"[red]error:[/red] {e}")
 

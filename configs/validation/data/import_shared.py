@@ -1,0 +1,94 @@
+"""Rebuild nvidia_perf.csv and other.csv here from the project's shared collection (shared/data/).
+
+    python3 configs/validation/data/import_shared.py /path/to/shared/data
+
+Rows are copied verbatim (every row keeps its `source` and `notes`); this script only ADDS columns that make
+explicit what the collection states in prose, so that `sax validate` does not have to parse notes:
+
+* `head_dim`:  the attention head width where it differs from hidden/heads (stated as `head_dim=N` in notes).
+* `sharding`:  llm-foundry's FSDP sharding strategy from notes (FULL_SHARD -> fsdp, SHARD_GRAD_OP -> zero2).
+* `overlap`:   torchtitan AsyncTP rows (id ends in `asynctp`): TP communication overlapped -> `dp+tp`.
+* `features`:  architecture/run features beyond a standard dense or MoE GQA transformer, `;`-separated:
+               mla (DeepSeek-V3 / Kimi-K2 latent attention), hybrid-mamba (Nemotron-3 Mamba-2 blocks),
+               sliding-window (GPT-OSS alternating 128-token windows, attention sinks), shape-unknown (model
+               shape not published/verified), lora (frozen base weights), sac-op / sac-layer (torchtitan
+               selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W).
+               sax_jax/validation.py decides which of these the model supports, approximates or cannot represent.
+* `dataset`:   fine-tuning rows (notes start `task=sft` or `task=lora`) move to dataset `nvidia-finetune`, so
+               that the pretraining datasets' MAPE is not mixed with fine-tuning (their id still names the
+               release and system).
+* `exclude`:   a reason, for rows that must not be scored (see EXCLUDE below); the row stays in the file.
+
+Kept-out sources (the project's independent check, never validation data): MLPerf Training results and the
+Llama 3, MegaScale, BLOOM, MT-NLG and DS3Lab decentralized-training (Yuan et al. 2022) papers. The shared
+collection already dropped its one MLPerf-derived row (public_runs_nvidia_perf.md: "327 rows (one row that used
+the MLPerf GPT-3 setup removed)"); KEPT_OUT below is checked on every row's source and notes anyway.
+"""
+import csv
+import os
+import re
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KEPT_OUT = re.compile(r"mlperf|mlcommons|megascale|\bbloom\b|mt-nlg|megatron-turing|llama 3 herd|2407\.21783|"
+                      r"yuan et al|ds3lab|decentralized training of foundation models", re.I)
+EXCLUDE = {  # rows flagged CHECK: in the collection (the source contradicts itself); not corrected, not scored
+    "mb-25.11-gb300-qwen3-235b-a22b-pretrain-bf16-256g-gbs8192":
+        "CHECK: the 25.11 table's GA (32) contradicts gbs/(mbs*dp) (64); which of gbs/mbs is wrong is unknown",
+    "mb-25.11-h100-gpt-oss-120b-pretrain-bf16-64g-gbs512":
+        "CHECK: the 25.11 table's GA (2) contradicts gbs/(mbs*dp) (8); which of gbs/mbs is wrong is unknown",
+}
+NEW = ("head_dim", "sharding", "overlap", "features", "exclude")
+
+
+def features(r) -> list:
+    n, m, out = r["notes"], r["model"], []
+    if m.startswith(("deepseek-v3", "kimi-k2")):
+        out.append("mla")
+    if m.startswith("nemotron3") and "HYBRID" in n:
+        out.append("hybrid-mamba")
+    if "sliding-window" in n:
+        out.append("sliding-window")
+    if not r["layers"] or not r["hidden"]:
+        out.append("shape-unknown")
+    if n.startswith("task=lora"):
+        out.append("lora")
+    if r["recompute"] == "selective" and r["dataset"].startswith("torchtitan"):
+        out.append("sac-layer" if "layer-level SAC" in n or "layer SAC" in n else "sac-op")
+    if "96GB HBM2e" in n or "HBM2e" in n and "H100" in r["gpu"]:
+        out.append("h100-96gb")
+    return out
+
+
+def convert(src: str, dst: str):
+    with open(src, newline="") as fh:
+        reader = csv.DictReader(fh)
+        cols = list(reader.fieldnames) + [c for c in NEW if c not in reader.fieldnames]
+        rows = list(reader)
+    for r in rows:
+        hd = re.search(r"head_dim[= ](\d+)", r["notes"])
+        r["head_dim"] = hd.group(1) if hd and r["hidden"] and r["heads"] and \
+            int(hd.group(1)) * int(r["heads"]) != int(r["hidden"]) else ""
+        sh = re.search(r"sharding (FULL_SHARD|SHARD_GRAD_OP)", r["notes"])
+        r["sharding"] = {"FULL_SHARD": "fsdp", "SHARD_GRAD_OP": "zero2"}[sh.group(1)] if sh else ""
+        r["overlap"] = "dp+tp" if r["id"].endswith("asynctp") else ""
+        r["features"] = ";".join(features(r))
+        r["exclude"] = EXCLUDE.get(r["id"], "")
+        if r["notes"].startswith(("task=sft", "task=lora")):
+            r["dataset"] = "nvidia-finetune"
+        if KEPT_OUT.search(r["source"] + " " + r["notes"]):
+            r["exclude"] = "kept-out source (the project's independent check): " + KEPT_OUT.search(
+                r["source"] + " " + r["notes"]).group(0)
+        if "CHECK:" in r["notes"] and not r["exclude"]:
+            raise SystemExit(f"{r['id']}: flagged CHECK: but neither excluded nor corrected")
+    with open(dst, "w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=cols, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    print(f"{dst}: {len(rows)} rows, {sum(bool(r['exclude']) for r in rows)} excluded")
+
+
+if __name__ == "__main__":
+    shared = sys.argv[1] if len(sys.argv) > 1 else os.path.join(HERE, "..", "..", "..", "..", "shared", "data")
+    convert(os.path.join(shared, "public_runs_nvidia_perf.csv"), os.path.join(HERE, "nvidia_perf.csv"))
+    convert(os.path.join(shared, "public_runs_other.csv"), os.path.join(HERE, "other.csv"))
