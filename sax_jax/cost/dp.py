@@ -122,17 +122,18 @@ def dp_term(ctx, d, train):
 def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train):
     """Bytes the same collectives move over campus/region links (hierarchical accounting: level L carries
     2 (k_L - 1)/k_L of the data left after the levels inside it; a reduce-scatter or all-gather half of that)."""
-    def over_xb(k, size_bytes):
-        return jnp.sum(ctx.xb * bytes_per_level_allreduce(k, size_bytes))
+    # bytes per byte of message: depends on the placement only, so a grid evaluation computes it once per layout
+    def per_byte(k):
+        return jnp.sum(ctx.xb * bytes_per_level_allreduce(k, 1.0))
 
+    whole, across = per_byte(ctx.grad_k), per_byte(ctx.grad_k_across)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     per_step = jnp.select(
         [sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP],
-        [over_xb(ctx.grad_k, grad_bytes), 0.5 * (over_xb(ctx.grad_k, grad_bytes) + over_xb(ctx.grad_k, param_bytes)),
-         0.0],
-        over_xb(ctx.grad_k_across, grad_bytes / jnp.maximum(ctx.grad_shards_building, 1.0)))
-    k_zero3 = jnp.where(sharding == Sharding.HSDP, ctx.grad_k_building, ctx.grad_k)
+        [whole * grad_bytes, 0.5 * whole * (grad_bytes + param_bytes), 0.0],
+        across * grad_bytes / jnp.maximum(ctx.grad_shards_building, 1.0))
+    # ZeRO-3 gathers and reduce-scatters inside its shard group: all of dp x cp (fsdp), the building (hsdp)
+    zero3 = jnp.where(sharding == Sharding.HSDP, per_byte(ctx.grad_k_building), whole)
     per_microbatch = jnp.where(shards_weights(sharding),
-                               0.5 * (FSDP_GATHERS * over_xb(k_zero3, param_bytes) + over_xb(k_zero3, grad_bytes)),
-                               0.0)
+                               0.5 * zero3 * (FSDP_GATHERS * param_bytes + grad_bytes), 0.0)
     return (per_step + ctx.microbatches * per_microbatch) * train.n_gpus
