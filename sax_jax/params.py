@@ -85,6 +85,7 @@ class GpuP(NamedTuple):
     attention_max: jnp.ndarray
     memory_bound: jnp.ndarray
     layer_overhead_s: jnp.ndarray
+    overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
 
 
 class NetP(NamedTuple):
@@ -107,7 +108,8 @@ class TransportP(NamedTuple):
     ecmp: jnp.ndarray  # 1 ECMP hashing, 0 packet spraying
     go_back_n: jnp.ndarray
     bounded: jnp.ndarray
-    qps: jnp.ndarray
+    tcp: jnp.ndarray  # socket transport: loss-limited per-flow throughput (Mathis et al. 1997)
+    qps: jnp.ndarray  # flows per connection (sockets per channel for tcp)
     window_bytes: jnp.ndarray  # channels x per-channel window
     channels: jnp.ndarray
     reroute_s: jnp.ndarray
@@ -165,7 +167,8 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
-        attention_max=e.attention_max, memory_bound=e.memory_bound, layer_overhead_s=e.layer_overhead_us * 1e-6)
+        attention_max=e.attention_max, memory_bound=e.memory_bound, layer_overhead_s=e.layer_overhead_us * 1e-6,
+        overlap_slowdown=g.comm_sms / g.sm_count)
 
 
 def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
@@ -195,6 +198,7 @@ def transport_params(transports, dtype=jnp.float32) -> TransportP:
         ecmp=[t.load_balancing == "ecmp" for t in transports],
         go_back_n=[t.loss_recovery == "go_back_n" for t in transports],
         bounded=[t.loss_recovery == "bounded_loss" for t in transports],
+        tcp=[t.loss_recovery == "tcp" for t in transports],
         qps=[t.qps for t in transports],
         window_bytes=[t.channels * t.window_bytes_per_channel for t in transports],
         channels=[t.channels for t in transports],

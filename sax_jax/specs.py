@@ -13,7 +13,7 @@ from typing import Any
 LEVEL_NAMES = ("node", "building", "campus", "region")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
 LOAD_BALANCING = ("ecmp", "spray")
-LOSS_RECOVERY = ("go_back_n", "selective_repeat", "bounded_loss")
+LOSS_RECOVERY = ("go_back_n", "selective_repeat", "bounded_loss", "tcp")
 
 
 class ConfigError(ValueError):
@@ -140,9 +140,13 @@ class GpuSpec:
     nvl_domain_gpus: int
     usable_memory_fraction: float
     efficiency: Efficiency
+    sm_count: int  # streaming multiprocessors
+    comm_sms: int  # SMs a collective's kernels take while they overlap compute (NCCL: one per channel)
 
     def validate(self, file=None):
-        _positive(self, "hbm_GiB", "hbm_GBps", "nvlink_GBps", "nic_GBps", "nvl_domain_gpus", file=file)
+        _positive(self, "hbm_GiB", "hbm_GBps", "nvlink_GBps", "nic_GBps", "nvl_domain_gpus", "sm_count", file=file)
+        _check(isinstance(self.comm_sms, (int, float)) and 0 <= self.comm_sms < self.sm_count, "comm_sms",
+               self.comm_sms, f"must be >= 0 and below sm_count={self.sm_count}", file=file)
         for p in PRECISIONS:
             _check(p in self.peak_tflops, f"peak_tflops.{p}", None, "is missing",
                    f"give all of {', '.join(PRECISIONS)}", file=file)
@@ -226,7 +230,7 @@ class TransportSpec:
     """A network-layer technology applied on every level above the node."""
     name: str
     load_balancing: str  # ecmp | spray
-    loss_recovery: str  # go_back_n | selective_repeat | bounded_loss
+    loss_recovery: str  # go_back_n | selective_repeat | bounded_loss | tcp (socket transport, e.g. over a WAN)
     qps: int = 1  # queue pairs (flows) per connection; ECMP hashes each separately
     channels: int = 8  # NCCL channels per GPU; each keeps window_bytes_per_channel in flight
     window_bytes_per_channel: float = 4 * 2**20

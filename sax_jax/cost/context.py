@@ -42,6 +42,7 @@ class Context(NamedTuple):
     grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
     grad_shards_building: jax.Array  # of them inside one building
     xb: jax.Array  # [L] 1 at the cross-building levels (campus, region), else 0
+    is_network: jax.Array  # [L] 1 above the NVLink domain (node), else 0
     alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission tail
     bw_Bps: jax.Array  # [L] per-GPU bandwidth when every GPU of a unit sends across its level
     bw_pp_Bps: jax.Array  # [L] per-GPU bandwidth of a pipeline hop (only boundary stages send)
@@ -87,7 +88,7 @@ def context(params, d) -> Context:
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
         grad_k=grad_k, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
-        xb=net.cross_building, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
+        xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert)

@@ -15,14 +15,15 @@ FWD_RINGS = 1.0
 BWD_RINGS = 2.0
 
 
-def cp_term(ctx, d, model, train):
+def cp_term(ctx, d, model, train, gpu):
     """(Term, exposed forward seconds per layer)."""
     cp, tp = d.cp, d.tp
     kv_chunk_bytes = 2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp  # K and V, 16-bit
     alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.alpha_s, ctx.bw_Bps)
     ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)
-    fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True)
-    bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True)
+    fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=gpu.overlap_slowdown)
+    bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True,
+                            slowdown=gpu.overlap_slowdown)
     full = d.recompute == Recompute.FULL
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
 

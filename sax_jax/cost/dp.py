@@ -84,7 +84,7 @@ def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, gra
 FSDP_GATHERS = 2.0  # ZeRO-3 gathers the weights for the forward and again for the backward
 
 
-def dp_term(ctx, d, train):
+def dp_term(ctx, d, train, gpu):
     """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
     reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state
     (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory."""
@@ -97,7 +97,8 @@ def dp_term(ctx, d, train):
     fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
                                     ctx.alpha_s, ctx.bw_Bps)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
-    stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage), 0.0)
+    slowdown = gpu.overlap_slowdown
+    stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
                                      grad_bytes, param_bytes, ctx.alpha_s, ctx.bw_Bps)
@@ -105,8 +106,8 @@ def dp_term(ctx, d, train):
     # reductions hide under the last microbatch's backward compute, the gather under the first forward's
     bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
     fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s
-    step_s = (exposed_s(grad_s, bwd_window_s, overlapped, buckets)
-              + exposed_s(param_s, fwd_window_s, overlapped, buckets))
+    step_s = (exposed_s(grad_s, bwd_window_s, overlapped, buckets, slowdown)
+              + exposed_s(param_s, fwd_window_s, overlapped, buckets, slowdown))
 
     hsdp = sharding == Sharding.HSDP
     state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)

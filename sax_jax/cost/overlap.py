@@ -1,15 +1,25 @@
-"""What communication overlapped with compute leaves exposed. Every term that hides a collective under
-compute goes through ``exposed_s``, so the rule (and, later, the price of overlap) lives in one place.
+"""What communication overlapped with compute costs. Every term that hides a collective under compute goes
+through ``exposed_s``, so the rule and its price live in one place.
 
 A collective of ``comm_s`` seconds overlapped with a compute window of ``window_s`` seconds is exposed for
 ``max(comm_s - window_s, floor)``, never more than ``comm_s``. The floor is the part no schedule can hide: with
 the communication split into ``chunks`` pieces (buckets, layers), the last piece waits for the last compute
 (Megatron's bucketed --overlap-grad-reduce; PyTorch FSDP's per-layer prefetch), so floor = comm_s / chunks.
+
+Overlap is not free: while a collective runs beside the GEMMs its kernels hold SMs (NCCL runs one thread block
+per channel, each on its own SM) and share HBM bandwidth, so the compute it hides under slows down. To first
+order the compute loses the collective's SM share ``slowdown`` = comm SMs / SMs for as long as both run, i.e.
+for the hidden part of the collective: cost = exposed + slowdown x hidden. (Wang et al. 2023, "Overlap
+communication with dependent computation via decomposition" (ASPLOS), and Pati et al. 2024, "T3" (ASPLOS),
+measure GEMM slowdowns of this order from concurrent NCCL kernels; HBM contention is left out, so this is a
+lower bound on the price.)
 """
 import jax.numpy as jnp
 
 
-def exposed_s(comm_s, window_s, overlapped, chunks=None):
+def exposed_s(comm_s, window_s, overlapped, chunks=None, slowdown=0.0):
+    """Seconds the step pays for ``comm_s`` of communication overlapped (where ``overlapped``) with
+    ``window_s`` of compute: the exposed part plus the compute slowdown while the rest hides."""
     floor = 0.0 if chunks is None else comm_s / chunks
-    hidden_fail = jnp.maximum(comm_s - window_s, floor)
-    return jnp.where(overlapped, jnp.minimum(hidden_fail, comm_s), comm_s)
+    exposed = jnp.minimum(jnp.maximum(comm_s - window_s, floor), comm_s)
+    return jnp.where(overlapped, exposed + slowdown * (comm_s - exposed), comm_s)

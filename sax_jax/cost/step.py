@@ -33,10 +33,10 @@ def step_time(params, d) -> Cost:
 
     # ---- one microbatch on the slowest stage: kernels and the communication they cannot hide
     compute = compute_term(ctx, d, model)
-    tp, tp_fwd_s = tp_term(ctx, d, train)
-    cp, cp_fwd_s = cp_term(ctx, d, model, train)
+    tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu)
+    cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
     ep, ep_fwd_s = ep_term(ctx, d, model, train)
-    dp = dp_term(ctx, d, train)
+    dp = dp_term(ctx, d, train, params.gpu)
     t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s
     t_b = compute.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f
     t_w = ctx.layers_stage * ctx.layer.weight_grad_s

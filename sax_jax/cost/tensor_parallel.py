@@ -17,17 +17,21 @@ FWD_ALLREDUCES = 2.0
 BWD_ALLREDUCES = 2.0
 
 
-def tp_term(ctx, d, train):
+def tp_term(ctx, d, train, gpu):
     """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
     k = ctx.tp.participants
     allreduce_s = coll.ring_allreduce_s(k, ctx.act_bytes, ctx.alpha_s, ctx.bw_Bps)
     sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
     bwd_volume_s = BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
-    # --tp-comm-overlap hides the all-reduces under the neighbouring GEMMs (forward: one pass of them,
-    # backward: two)
-    overlapped = d.overlap == Overlap.DP_TP
-    fwd_layer_s = exposed_s(FWD_ALLREDUCES * allreduce_s, ctx.layer.linear_fwd_s, overlapped)
-    bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped)
+    # --tp-comm-overlap hides the collectives under the neighbouring GEMMs (forward: one pass of them,
+    # backward: two). Its mechanism (Transformer Engine's userbuffers: GEMM chunks that read and write peer
+    # memory over NVLink, Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink
+    # domain; a TP group across nodes runs plain NCCL collectives between the GEMMs, fully exposed.
+    in_nvlink = jnp.all(jnp.where(ctx.is_network, k, 1.0) <= 1.0 + 1e-6)
+    overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink
+    slowdown = gpu.overlap_slowdown
+    fwd_layer_s = exposed_s(FWD_ALLREDUCES * allreduce_s, ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
+    bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
     full = d.recompute == Recompute.FULL
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
 

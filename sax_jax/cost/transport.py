@@ -12,6 +12,10 @@ Three effects on levels above the node (NVLink is untouched):
     only the lost packet, eta = 1-p, plus a tail of E[R] = sum_r 1 - (1 - p^r)^n extra rounds (n packets);
     bounded loss (DBLP-style) drops up to a tolerated fraction at the deadline instead of retransmitting.
   * in-flight window: throughput <= window / RTT (NCCL keeps ~4 MiB per channel in flight).
+  * TCP (NCCL's socket transport, the usual choice over a WAN without RDMA): each socket's congestion window
+    settles where loss p allows, rate <= MSS / RTT x sqrt(3/2) / sqrt(p) (Mathis, Semke, Mahdavi & Ott 1997,
+    "The macroscopic behavior of the TCP congestion avoidance algorithm"); a GPU's connection runs `channels` x
+    `qps` sockets, so the level's cap is min(window / RTT, sockets x that rate).
 Concurrency: a level-L unit's uplink carries size x bandwidth / oversubscription; when only 1/c of its GPUs
 send across at once (pipeline boundaries) each gets up to c times the oversubscribed share.
 """
@@ -19,6 +23,7 @@ import jax.numpy as jnp
 
 ECMP_MAX_TERMS = 160  # terms of the E[max load] series: covers lambda up to MAX_QPS = 64 (mean + 10 sd)
 SR_MAX_ROUNDS = 8
+MATHIS_C = 1.2247448713915890  # sqrt(3/2): periodic-loss constant of the Mathis et al. 1997 formula
 
 
 def ecmp_efficiency(flows, paths):
@@ -86,6 +91,9 @@ def level_factors(net, tr, ecmp_tab, t, qps, channels):
     eta = jnp.where(tr.go_back_n[t] > 0, eta_gbn, jnp.where(dropped_ok, 1.0, 1.0 - p))
     tail_s = jnp.where(dropped_ok | (p <= 0), 0.0, expected_extra_rounds(p, packets) * rtt_s)
     cap_Bps = window_bytes / jnp.maximum(rtt_s, 1e-12)
+    sockets = jnp.where(channels > 0, channels, tr.channels[t]) * qps
+    per_socket_Bps = net.mtu_bytes * MATHIS_C / (jnp.maximum(rtt_s, 1e-12) * jnp.sqrt(jnp.maximum(p, 1e-30)))
+    cap_Bps = jnp.where((tr.tcp[t] > 0) & (p > 0), jnp.minimum(cap_Bps, sockets * per_socket_Bps), cap_Bps)
     net_level = net.is_network > 0
     return (jnp.where(net_level, lb * eta, 1.0), jnp.where(net_level, tail_s, 0.0),
             jnp.where(net_level, cap_Bps, jnp.inf))
