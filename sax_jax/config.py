@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from . import specs as S
+from .resources import find_scenario
 from .space import AXES, DesignSpace
 
 OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu")
@@ -226,8 +227,9 @@ SCENARIO_KEYS = ("name", "description", "model", "system", "training", "transpor
 
 
 def load_scenario(path: str) -> Scenario:
-    """Read, resolve and validate a scenario file; every error names file, key and value."""
-    path = os.fspath(path)
+    """Read, resolve and validate a scenario (a path or a bundled name such as ``default``); every error names
+    file, key and value."""
+    path = find_scenario(path)
     data = read_yaml(path)
     for k in data:
         if k not in SCENARIO_KEYS:
