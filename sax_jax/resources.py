@@ -78,5 +78,5 @@ def find_scenario(name_or_path) -> str:
     found = _bundled_fallback(path, "scenarios")
     if found is not None:
         return found
-    raise ConfigError(path, None, path, "no such scenario file or bundled scenario",
+    raise ConfigError(path, None, path, "file not found, and no bundled scenario has that name",
                       f"bundled scenarios: {', '.join(bundled_names()) or '(none found: broken install?)'}")
