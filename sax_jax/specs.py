@@ -21,9 +21,12 @@ class ConfigError(ValueError):
 
     def __init__(self, file: str | None, key: str | None, value: Any, problem: str, hint: str = ""):
         self.file, self.key, self.value, self.problem, self.hint = file, key, value, problem, hint
-        where = f"{file}" if file else "<config>"
-        if key:
-            where += f": key '{key}'"
+        if not file and key and key.startswith("--"):
+            where = f"option {key}"  # a command-line flag
+        else:
+            where = f"{file}" if file else "<config>"
+            if key:
+                where += f": key '{key}'"
         msg = f"{where}: {problem} (got {value!r})."
         if hint:
             msg += f" Hint: {hint}"
