@@ -82,6 +82,30 @@ class _DuplicateKey(Exception):
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _key_path(path: str, key, line: int) -> str | None:
+    """Dotted path (``space.tp``) of the mapping key ``key`` written on ``line`` (1-based), for messages."""
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = f"{prefix}.{k.value}" if prefix else str(k.value)
+                if k.start_mark.line + 1 == line and k.value == str(key):
+                    return name
+                found = walk(v, name)
+                if found:
+                    return found
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                found = walk(v, f"{prefix}[{i}]")
+                if found:
+                    return found
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return walk(yaml.compose(fh, Loader=yaml.SafeLoader), "")
+    except yaml.YAMLError:
+        return None
+
+
 def read_yaml(path: str) -> dict:
     """A YAML mapping from a file: plain YAML only (no tags that build Python objects), no duplicate keys."""
     if not os.path.exists(path):
@@ -92,7 +116,7 @@ def read_yaml(path: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except _DuplicateKey as dup:
-        raise S.ConfigError(path, str(dup.key), dup.key, f"duplicate key (lines {dup.first_line} and {dup.line})",
+        raise S.ConfigError(path, _key_path(path, dup.key, dup.line) or str(dup.key), dup.key, f"duplicate key (lines {dup.first_line} and {dup.line})",
                             "YAML would silently keep only the last one; remove one of them") from None
     except yaml.constructor.ConstructorError as err:
         mark = getattr(err, "problem_mark", None)

@@ -58,7 +58,8 @@ class Range:
 
     def describe(self) -> str:
         kind = "a whole number" if self.integer else "a finite number"
-        return f"{kind} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}{')' if self.hi_open else ']'}"
+        num = lambda x: f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"  # noqa: E731
+        return f"{kind} in {'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}{')' if self.hi_open else ']'}"
 
     def ok(self, v) -> bool:
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
@@ -139,8 +140,7 @@ def _ranges(obj, kind: str, prefix: str = "", file=None):
     for name, rng in RANGES[kind].items():
         v = getattr(obj, name)
         _check(rng.ok(v), prefix + name, v, f"must be {rng.describe()}" + (f" ({rng.why})" if rng.why else ""),
-               "" if not rng.integer or isinstance(v, bool) or not isinstance(v, (int, float))
-               or float(v).is_integer() else "this count must be a whole number", file=file)
+               file=file)
     for name in BOOL_FIELDS.get(kind, ()):
         v = getattr(obj, name)
         _check(isinstance(v, bool), prefix + name, v, "must be true or false", file=file)
