@@ -116,7 +116,8 @@ def read_yaml(path: str) -> dict:
         with open(path, encoding="utf-8") as fh:
             data = yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except _DuplicateKey as dup:
-        raise S.ConfigError(path, _key_path(path, dup.key, dup.line) or str(dup.key), dup.key, f"duplicate key (lines {dup.first_line} and {dup.line})",
+        raise S.ConfigError(path, _key_path(path, dup.key, dup.line) or str(dup.key), dup.key,
+                            f"duplicate key (lines {dup.first_line} and {dup.line})",
                             "YAML would silently keep only the last one; remove one of them") from None
     except yaml.constructor.ConstructorError as err:
         mark = getattr(err, "problem_mark", None)

@@ -167,7 +167,10 @@ class DesignSpace:
         if idx.size == 0:
             return
         flat = idx.ravel()
-        lo, hi = (min(flat.tolist()), max(flat.tolist())) if idx.dtype.kind == "O" else (int(flat.min()), int(flat.max()))
+        if idx.dtype.kind == "O":  # Python ints: exact at any size
+            lo, hi = min(flat.tolist()), max(flat.tolist())
+        else:
+            lo, hi = int(flat.min()), int(flat.max())
         if lo < 0 or hi >= size:
             bad = lo if lo < 0 else hi
             raise IndexError(f"design index {bad} outside the space [0, {size}); indices are 0 .. {size - 1}")
