@@ -140,8 +140,9 @@ def check_args(args, n_devices: int | None = None) -> None:
                               "create it first or write the plot elsewhere")
         if not os.access(parent, os.W_OK):
             raise ConfigError(None, "--plot", args.plot, f"directory {parent} is not writable")
-    if not (math.isfinite(args.checkpoint_every) and 0 < args.checkpoint_every <= 86_400):
-        raise ConfigError(None, "--checkpoint-every", args.checkpoint_every, "must be seconds in (0, 86400]")
+    if not (math.isfinite(args.checkpoint_every) and 0 <= args.checkpoint_every <= 86_400):
+        raise ConfigError(None, "--checkpoint-every", args.checkpoint_every, "must be seconds in [0, 86400]",
+                          "0 checkpoints after every block")
     if (args.num_processes is not None or args.process_id is not None) and not args.coordinator:
         raise ConfigError(None, "--num-processes/--process-id", (args.num_processes, args.process_id),
                           "only with --coordinator HOST:PORT", "or use --distributed on a cluster")
@@ -256,7 +257,8 @@ def register(sub):
     p.add_argument("--plot", default=None, metavar="PNG", help="write the Pareto fronts, top-k and baselines as a plot")
     p.add_argument("--max-designs", type=_count, default=None, metavar="N", help="sweep only the first N designs")
     p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
-    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S", help="seconds between checkpoints")
+    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S",
+                   help="seconds between checkpoints, 0 to 86400 (0: after every block; default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-compile-cache", action="store_true",
                    help=f"do not use JAX's persistent compilation cache (default: {CACHE_DIR}; also "
