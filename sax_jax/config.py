@@ -17,7 +17,7 @@ import yaml
 
 from . import specs as S
 from .resources import find_scenario
-from .space import AUTO_AXES, AXES, NUMERIC_AXES, DesignSpace
+from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, DesignSpace
 
 OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu")
 
@@ -197,7 +197,8 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
     data = dict(data)
     moe = data.pop("moe", None)
     data.setdefault("head_dim", None)
-    if data["head_dim"] is None and "hidden" in data and "heads" in data:
+    if data["head_dim"] is None and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
+                                        and data[k] > 0 for k in ("hidden", "heads")):
         data["head_dim"] = data["hidden"] // data["heads"]
     data.setdefault("kv_heads", data.get("heads"))
     kwargs = _build(S.ModelSpec, data, file, exclude=("moe",))
@@ -292,6 +293,13 @@ def _check_factoring(space: DesignSpace, system: S.SystemSpec, path: str):
     raise S.ConfigError(path, "space.tp/cp/pp/dp", {k: list(v) for k, v in opts.items()},
                         f"no combination factors the {n} GPUs of system '{system.name}'",
                         "list options whose product divides the GPU count (dp 'auto' takes the rest)")
+
+
+def _check_categorical(axis: str, value, file, key):
+    """Categorical axes take names (schedule: 1f1b), not integer codes that would silently pick an option."""
+    if axis in CATEGORICAL_AXES and not isinstance(value, str):
+        raise S.ConfigError(file, key, value, f"must be the name of a {axis} option",
+                            "names such as 1f1b, zero1, ring, tp-cp-dp-pp; see `sax space SCENARIO`")
 
 
 def axis_limit(axis: str, model: S.ModelSpec, system: S.SystemSpec, training: S.Training) -> int:
@@ -401,6 +409,7 @@ def load_scenario(path: str) -> Scenario:
         for v in opts:
             if isinstance(v, (dict, list)):
                 raise S.ConfigError(path, f"space.{axis}", v, "options must be plain values", "e.g. tp: [1, 2, 4]")
+            _check_categorical(axis, v, path, f"space.{axis}")
         if len({str(v) for v in opts}) != len(opts):
             dup = next(v for i, v in enumerate(opts) if str(v) in {str(w) for w in opts[:i]})
             raise S.ConfigError(path, f"space.{axis}", dup, "option listed twice",
@@ -412,7 +421,8 @@ def load_scenario(path: str) -> Scenario:
     objective = data.get("objective", "step_time_s")
     if objective not in OBJECTIVES:
         raise S.ConfigError(path, "objective", objective, "unknown objective", f"use one of {', '.join(OBJECTIVES)}")
-    baselines = data.get("baselines") or {}
+    baselines = data.get("baselines")
+    baselines = {} if baselines is None else baselines
     if not isinstance(baselines, dict):
         raise S.ConfigError(path, "baselines", baselines, "must map a name to {axis: value}")
     _check_factoring(space, system, path)
@@ -420,6 +430,8 @@ def load_scenario(path: str) -> Scenario:
     for bname, b in baselines.items():
         if not isinstance(b, dict):
             raise S.ConfigError(path, f"baselines.{bname}", b, "must be a mapping {axis: value}")
+        for axis, v in b.items():
+            _check_categorical(axis, v, path, f"baselines.{bname}.{axis}")
         try:  # validates names and values now, not mid-sweep
             designs[bname] = space.to_dict(space.design(b, file=path))
         except S.ConfigError as err:  # blamed on the baseline's key, not on the space's axis
@@ -432,6 +444,9 @@ def load_scenario(path: str) -> Scenario:
         for axis, value, problem, hint in static_design_errors(model, system, training, d):
             raise S.ConfigError(path, f"baselines.{bname}.{axis}", value, problem, hint)
     default = data.get("default_baseline", next(iter(baselines), None))
+    if "default_baseline" in data and not isinstance(default, str):
+        raise S.ConfigError(path, "default_baseline", default, "must be the name of one of the baselines",
+                            f"baselines are: {', '.join(map(str, baselines)) or '(none)'}")
     if baselines and default not in baselines:
         raise S.ConfigError(path, "default_baseline", default, "is not one of the baselines",
                             f"baselines are: {', '.join(baselines)}")

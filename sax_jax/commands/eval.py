@@ -4,7 +4,7 @@ import json
 from ..config import check_axis_value, load_scenario
 from ..evaluate import evaluate_one
 from ..report import eval_record, json_safe, print_eval
-from ..space import AXES
+from ..space import AXES, CATEGORICAL_AXES
 from ..specs import ConfigError
 
 
@@ -34,6 +34,9 @@ def run(args) -> int:
     sets = parse_sets(args.set)  # syntax first: no scenario read for a malformed flag
     scenario = load_scenario(args.scenario)
     for k, v in sets.items():
+        if k in CATEGORICAL_AXES and not isinstance(v, str):
+            raise ConfigError(None, f"--set {k}", v, f"must be the name of a {k} option",
+                              "see `sax space SCENARIO` for the names")
         check_axis_value(k, v, scenario.model, scenario.system, scenario.training, None, f"--set {k}")
     try:
         design = scenario.baseline_design(args.baseline, sets)
