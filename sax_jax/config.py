@@ -8,13 +8,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
+import re
 from typing import Any
 
 import yaml
 
 from . import specs as S
-from .space import AXES, DesignSpace
+from .resources import find_scenario
+from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, DesignSpace
 
 OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu")
 
@@ -50,18 +53,89 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------- reading
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML would keep the last one silently)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    loader.flatten_mapping(node)
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            continue  # SafeLoader reports unhashable keys itself
+        if key in seen:
+            mark = key_node.start_mark
+            raise _DuplicateKey(key, seen[key], mark.line + 1)
+        seen[key] = key_node.start_mark.line + 1
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+class _DuplicateKey(Exception):
+    def __init__(self, key, first_line, line):
+        super().__init__(key)
+        self.key, self.first_line, self.line = key, first_line, line
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _key_path(path: str, key, line: int) -> str | None:
+    """Dotted path (``space.tp``) of the mapping key ``key`` written on ``line`` (1-based), for messages."""
+    def walk(node, prefix):
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                name = f"{prefix}.{k.value}" if prefix else str(k.value)
+                if k.start_mark.line + 1 == line and k.value == str(key):
+                    return name
+                found = walk(v, name)
+                if found:
+                    return found
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                found = walk(v, f"{prefix}[{i}]")
+                if found:
+                    return found
+        return None
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return walk(yaml.compose(fh, Loader=yaml.SafeLoader), "")
+    except yaml.YAMLError:
+        return None
+
+
 def read_yaml(path: str) -> dict:
+    """A YAML mapping from a file: plain YAML only (no tags that build Python objects), no duplicate keys."""
     if not os.path.exists(path):
         raise S.ConfigError(path, None, path, "file not found", "paths in a config are relative to that config")
+    if os.path.isdir(path):
+        raise S.ConfigError(path, None, path, "is a directory, not a YAML file", "give the path of a .yaml file")
     try:
-        with open(path) as fh:
-            data = yaml.safe_load(fh)
+        with open(path, encoding="utf-8") as fh:
+            data = yaml.load(fh, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+    except _DuplicateKey as dup:
+        raise S.ConfigError(path, _key_path(path, dup.key, dup.line) or str(dup.key), dup.key,
+                            f"duplicate key (lines {dup.first_line} and {dup.line})",
+                            "YAML would silently keep only the last one; remove one of them") from None
+    except yaml.constructor.ConstructorError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
+        found = re.search(r"tag '([^']*)'", str(err.problem or ""))
+        tag = found.group(1).replace("tag:yaml.org,2002:", "!!") if found else str(err.problem)
+        raise S.ConfigError(path, None, where, f"unsafe or unknown YAML tag {tag!r} refused",
+                            "configs are plain YAML: mappings, lists, numbers and strings; remove the '!!' tag") \
+            from None
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "unknown position"
         problem = getattr(err, "problem", None) or str(err)
         raise S.ConfigError(path, None, where, f"YAML syntax error: {problem}",
                             "check indentation and the ':' after each key") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise S.ConfigError(path, None, path, f"cannot read the file: {err.__class__.__name__}",
+                            "give a readable UTF-8 YAML file") from None
     if not isinstance(data, dict):
         raise S.ConfigError(path, None, type(data).__name__, "expected a mapping at the top level")
     return data
@@ -96,7 +170,10 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
             kwargs[name] = data[name]
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise S.ConfigError(file, prefix + name, None, "required key is missing")
+    bools = {n for names in S.BOOL_FIELDS.values() for n in names}
     for name, v in kwargs.items():
+        if isinstance(v, str) and name in bools:
+            raise S.ConfigError(file, prefix + name, v, "must be true or false")
         if isinstance(v, str) and name not in ("name", "status", "source", "load_balancing", "loss_recovery",
                                                "precision"):
             try:  # PyYAML reads 1e10 (no sign in exponent) as a string
@@ -106,16 +183,28 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
     return kwargs
 
 
+def _whole(kwargs: dict, kind: str) -> dict:
+    """Counts given as 8.0 become 8; 8.5 stays and fails validation with the key named."""
+    for name, rng in S.RANGES[kind].items():
+        v = kwargs.get(name)
+        if rng.integer and isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
+            kwargs[name] = int(v)
+    return kwargs
+
+
 def load_model(ref, base_file: str | None = None, key: str = "model") -> S.ModelSpec:
     data, file = _resolve(ref, base_file, key)
     data = dict(data)
     moe = data.pop("moe", None)
     data.setdefault("head_dim", None)
-    if data["head_dim"] is None and "hidden" in data and "heads" in data:
+    if data["head_dim"] is None and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
+                                        and data[k] > 0 for k in ("hidden", "heads")):
         data["head_dim"] = data["hidden"] // data["heads"]
     data.setdefault("kv_heads", data.get("heads"))
     kwargs = _build(S.ModelSpec, data, file, exclude=("moe",))
-    moe_spec = S.MoESpec(**_build(S.MoESpec, moe, file, "moe.")) if moe else None
+    if moe is not None and not isinstance(moe, dict):
+        raise S.ConfigError(file, "moe", moe, "must be a mapping of MoE settings")
+    moe_spec = S.MoESpec(**_whole(_build(S.MoESpec, moe, file, "moe."), "moe")) if moe else None
     for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
         v = kwargs.get(k)
         if not (isinstance(v, (int, float)) and float(v).is_integer()):
@@ -132,8 +221,19 @@ def load_gpu(ref, base_file: str | None = None, key: str = "gpu") -> S.GpuSpec:
     eff = data.pop("efficiency", None)
     if not isinstance(eff, dict):
         raise S.ConfigError(file, "efficiency", eff, "required mapping is missing")
-    kwargs = _build(S.GpuSpec, data, file, exclude=("efficiency",))
-    kwargs["peak_tflops"] = {k: float(v) for k, v in dict(kwargs.get("peak_tflops") or {}).items()}
+    kwargs = _whole(_build(S.GpuSpec, data, file, exclude=("efficiency",)), "gpu")
+    peaks = kwargs.get("peak_tflops")
+    if not isinstance(peaks, dict):
+        raise S.ConfigError(file, "peak_tflops", peaks, "must map each precision to TFLOP/s",
+                            f"precisions: {', '.join(S.PRECISIONS)}")
+    for k, v in peaks.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise S.ConfigError(file, f"peak_tflops.{k}", v, "must be a number (TFLOP/s)")
+        try:
+            float(v)
+        except ValueError:
+            raise S.ConfigError(file, f"peak_tflops.{k}", v, "must be a number (TFLOP/s)") from None
+    kwargs["peak_tflops"] = {k: float(v) for k, v in peaks.items()}
     spec = S.GpuSpec(efficiency=S.Efficiency(**_build(S.Efficiency, eff, file, "efficiency.")), **kwargs)
     spec.validate(file)
     return spec
@@ -156,7 +256,7 @@ def load_system(ref, base_file: str | None = None, key: str = "system") -> S.Sys
     for i, lv in enumerate(data["levels"]):
         if not isinstance(lv, dict) or "name" not in lv:
             raise S.ConfigError(file, f"levels[{i}]", lv, "each level needs a mapping with a 'name'")
-        levels.append(S.Level(**_build(S.Level, lv, file, f"levels.{lv['name']}.")))
+        levels.append(S.Level(**_whole(_build(S.Level, lv, file, f"levels.{lv['name']}."), "level")))
     spec = S.SystemSpec(name=str(data["name"]), gpu=gpu, levels=tuple(levels))
     spec.validate(file)
     return spec
@@ -166,10 +266,12 @@ def load_transports(ref, base_file: str | None = None, key: str = "transports") 
     data, file = _resolve(ref, base_file, key)
     out = []
     for name, t in data.items():
+        if not isinstance(name, str) or not name:
+            raise S.ConfigError(file, f"transports.{name}", name, "a transport name must be a non-empty string")
         if not isinstance(t, dict):
             raise S.ConfigError(file, f"transports.{name}", t, "must be a mapping of transport settings")
-        spec = S.TransportSpec(name=name, **_build(S.TransportSpec, t, file, f"transports.{name}.",
-                                                   exclude=("name",)))
+        spec = S.TransportSpec(name=name, **_whole(_build(S.TransportSpec, t, file, f"transports.{name}.",
+                                                          exclude=("name",)), "transport"))
         spec.validate(file)
         out.append(spec)
     if not out:
@@ -191,6 +293,56 @@ def _check_factoring(space: DesignSpace, system: S.SystemSpec, path: str):
     raise S.ConfigError(path, "space.tp/cp/pp/dp", {k: list(v) for k, v in opts.items()},
                         f"no combination factors the {n} GPUs of system '{system.name}'",
                         "list options whose product divides the GPU count (dp 'auto' takes the rest)")
+
+
+def _check_categorical(axis: str, value, file, key):
+    """Categorical axes take names (schedule: 1f1b), not integer codes that would silently pick an option."""
+    if axis in CATEGORICAL_AXES and not isinstance(value, str):
+        raise S.ConfigError(file, key, value, f"must be the name of a {axis} option",
+                            "names such as 1f1b, zero1, ring, tp-cp-dp-pp; see `sax space SCENARIO`")
+
+
+def axis_limit(axis: str, model: S.ModelSpec, system: S.SystemSpec, training: S.Training) -> int:
+    """Largest meaningful value of a numeric design axis (parallel degrees cannot exceed the GPUs, ...)."""
+    if axis in ("tp", "cp", "pp", "dp", "ep"):
+        return system.n_gpus
+    if axis == "vpp":
+        return model.layers
+    if axis == "mbs":
+        return training.global_batch_sequences
+    return S.RANGES["transport"][axis].hi  # qps, channels
+
+
+def check_axis_value(axis: str, value, model, system, training, file, key):
+    """A numeric axis value (or 'auto') must be a whole number in [1, axis_limit]."""
+    if axis not in NUMERIC_AXES or value == "auto":
+        return
+    hi = axis_limit(axis, model, system, training)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+        and float(value).is_integer() and 1 <= value <= hi
+    if not ok:
+        what = {"vpp": "the model's layers", "mbs": "the global batch", "qps": "the transport limit",
+                "channels": "the transport limit"}.get(axis, "the system's GPUs")
+        raise S.ConfigError(file, key, value, f"must be a whole number in [1, {hi:,}] ({what})",
+                            "'auto' is also allowed" if axis in AUTO_AXES else "")
+
+
+def _check_system_factors_baselines(designs: dict, system: S.SystemSpec, system_file: str):
+    """When no baseline's tp x cp x pp divides the GPU count, the system's level sizes are the likely typo."""
+    auto = {n: d for n, d in designs.items() if d["dp"] == "auto"}
+    if not auto or len(auto) != len(designs):
+        return
+    n = system.n_gpus
+    if any(n % (d["tp"] * d["cp"] * d["pp"]) == 0 for d in auto.values()):
+        return
+    twos = lambda k: (k & -k).bit_length()  # noqa: E731  (factors of two: GPU counts are powers of two mostly)
+    levels = [lv for lv in system.levels if lv.size > 1] or list(system.levels)
+    lv = min(levels, key=lambda lv: twos(int(lv.size)))
+    shape = " x ".join(f"{x.name} {x.size}" for x in system.levels)
+    prods = ", ".join(f"{name}: {d['tp'] * d['cp'] * d['pp']}" for name, d in auto.items())
+    raise S.ConfigError(system_file, f"levels.{lv.name}.size", lv.size,
+                        f"the system's {n:,} GPUs ({shape}) are not divisible by tp x cp x pp of any baseline "
+                        f"({prods})", f"check the level sizes of system '{system.name}'")
 
 
 def static_design_errors(model: S.ModelSpec, system: S.SystemSpec, training: S.Training, d: dict) -> list:
@@ -226,8 +378,9 @@ SCENARIO_KEYS = ("name", "description", "model", "system", "training", "transpor
 
 
 def load_scenario(path: str) -> Scenario:
-    """Read, resolve and validate a scenario file; every error names file, key and value."""
-    path = os.fspath(path)
+    """Read, resolve and validate a scenario (a path or a bundled name such as ``default``); every error names
+    file, key and value."""
+    path = find_scenario(path)
     data = read_yaml(path)
     for k in data:
         if k not in SCENARIO_KEYS:
@@ -235,29 +388,65 @@ def load_scenario(path: str) -> Scenario:
     for k in ("model", "system", "training", "space"):
         if k not in data:
             raise S.ConfigError(path, k, None, "required key is missing")
+    for k in ("name", "description"):
+        if k in data and not isinstance(data[k], str):
+            raise S.ConfigError(path, k, data[k], "must be a string")
     model = load_model(data["model"], path)
     system = load_system(data["system"], path)
-    training = S.Training(**_build(S.Training, data["training"] or {}, path, "training."))
+    system_file = (os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), data["system"]))
+                   if isinstance(data["system"], str) else path)
+    if not isinstance(data["training"], dict):
+        raise S.ConfigError(path, "training", data["training"], "must be a mapping of training settings",
+                            "e.g. training: {global_batch_sequences: 2048, seq_len: 8192}")
+    training = S.Training(**_whole(_build(S.Training, data["training"], path, "training."), "training"))
     training.validate(path)
     transports = load_transports(data.get("transports", "../network/transports.yaml"), path)
     names = tuple(t.name for t in transports)
     if not isinstance(data["space"], dict):
         raise S.ConfigError(path, "space", data["space"], "must be a mapping axis -> list of options")
+    for axis, raw in data["space"].items():
+        opts = raw if isinstance(raw, (list, tuple)) else [raw]
+        for v in opts:
+            if isinstance(v, (dict, list)):
+                raise S.ConfigError(path, f"space.{axis}", v, "options must be plain values", "e.g. tp: [1, 2, 4]")
+            _check_categorical(axis, v, path, f"space.{axis}")
+        if len({str(v) for v in opts}) != len(opts):
+            dup = next(v for i, v in enumerate(opts) if str(v) in {str(w) for w in opts[:i]})
+            raise S.ConfigError(path, f"space.{axis}", dup, "option listed twice",
+                                "each option once (a repeat would count its designs twice)")
     space = DesignSpace.from_dict(data["space"], names, path)
+    for axis in NUMERIC_AXES:
+        for v in space.option_names(axis):
+            check_axis_value(axis, v, model, system, training, path, f"space.{axis}")
     objective = data.get("objective", "step_time_s")
     if objective not in OBJECTIVES:
         raise S.ConfigError(path, "objective", objective, "unknown objective", f"use one of {', '.join(OBJECTIVES)}")
-    baselines = data.get("baselines") or {}
+    baselines = data.get("baselines")
+    baselines = {} if baselines is None else baselines
     if not isinstance(baselines, dict):
         raise S.ConfigError(path, "baselines", baselines, "must map a name to {axis: value}")
     _check_factoring(space, system, path)
+    designs = {}
     for bname, b in baselines.items():
         if not isinstance(b, dict):
             raise S.ConfigError(path, f"baselines.{bname}", b, "must be a mapping {axis: value}")
-        d = space.to_dict(space.design(b, file=path))  # validates names and values now, not mid-sweep
+        for axis, v in b.items():
+            _check_categorical(axis, v, path, f"baselines.{bname}.{axis}")
+        try:  # validates names and values now, not mid-sweep
+            designs[bname] = space.to_dict(space.design(b, file=path))
+        except S.ConfigError as err:  # blamed on the baseline's key, not on the space's axis
+            axis = (err.key or "").split(".")[-1]
+            raise S.ConfigError(path, f"baselines.{bname}.{axis}", err.value, err.problem, err.hint) from None
+        for axis in NUMERIC_AXES:
+            check_axis_value(axis, designs[bname][axis], model, system, training, path, f"baselines.{bname}.{axis}")
+    _check_system_factors_baselines(designs, system, system_file)
+    for bname, d in designs.items():
         for axis, value, problem, hint in static_design_errors(model, system, training, d):
             raise S.ConfigError(path, f"baselines.{bname}.{axis}", value, problem, hint)
     default = data.get("default_baseline", next(iter(baselines), None))
+    if "default_baseline" in data and not isinstance(default, str):
+        raise S.ConfigError(path, "default_baseline", default, "must be the name of one of the baselines",
+                            f"baselines are: {', '.join(map(str, baselines)) or '(none)'}")
     if baselines and default not in baselines:
         raise S.ConfigError(path, "default_baseline", default, "is not one of the baselines",
                             f"baselines are: {', '.join(baselines)}")

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from .cost import BREAKDOWN_KEYS, violation_reasons
+from .trust import print_warnings, warnings_for
 
 GROUPS = ("tp", "cp", "pp", "dp")
 
@@ -19,6 +20,26 @@ def fmt_time(s: float) -> str:
     if s >= 1e-3:
         return f"{s * 1e3:.2f} ms"
     return f"{s * 1e6:.1f} us"
+
+
+def json_safe(x):
+    """Non-finite floats (inf step time of an infeasible point, NaN) become null: JSON has no NaN."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: json_safe(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [json_safe(v) for v in x]
+    return x
+
+
+def resolved_dp(scenario, design: dict):
+    """dp of a design: its value, or for 'auto' the GPUs left after tp x cp x pp (None when that is no integer)."""
+    if design.get("dp") != "auto":
+        return design.get("dp")
+    prod = design["tp"] * design["cp"] * design["pp"]
+    n = scenario.system.n_gpus
+    return int(n // prod) if prod and n % prod == 0 else None
 
 
 def crossings(scenario, group_levels) -> dict:
@@ -47,6 +68,8 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "violation": cost["violation"],
         "reasons": violation_reasons(cost["violation"]),
         "crossings": crossings(scenario, cost["group_levels"]),
+        "resolved": {"dp": resolved_dp(scenario, design)},
+        "warnings": warnings_for(scenario, [design]),
     }
     return rec
 
@@ -56,7 +79,9 @@ def print_eval(rec: dict, console: Console | None = None):
     head = Table(title=f"sax eval: {rec['scenario']}", show_header=False)
     head.add_column("what", style="bold")
     head.add_column("value")
-    head.add_row("design", ", ".join(f"{k}={v}" for k, v in rec["design"].items()))
+    dp = (rec.get("resolved") or {}).get("dp")
+    head.add_row("design", ", ".join(f"{k}={v}" + (f" (= {dp})" if k == "dp" and v == "auto" and dp else "")
+                                     for k, v in rec["design"].items()))
     status = "[green]feasible[/green]" if rec["feasible"] else "[red]INFEASIBLE[/red]"
     head.add_row("status", status)
     head.add_row("step time", fmt_time(rec["raw_step_time_s"]) + ("" if rec["feasible"] else " (if it ran)"))
@@ -83,3 +108,4 @@ def print_eval(rec: dict, console: Console | None = None):
     con.print(cr)
     for r in rec["reasons"]:
         con.print(f"[red]infeasible:[/red] {r}")
+    print_warnings(rec.get("warnings", []), con)

@@ -199,13 +199,70 @@ class DesignSpace:
         return Design(*[tab[digits[..., i]] for i, tab in enumerate(tables)])
 
     def decode(self, index) -> Design:
-        """Flat int32 index (any shape, < 2**31) -> Design, on device."""
-        index = jnp.asarray(index, jnp.int32)
+        """Flat index (any shape) -> Design with device leaves; right for every index of the space, or refused.
+
+        * Host indices (Python ints of any size, numpy integer arrays, lists): digits are computed exactly on
+          the host (Python / int64 arithmetic), so indices past 2**31 and 2**53 decode right. An index outside
+          ``[0, size)`` raises ``IndexError``; a non-integer index raises ``TypeError``.
+        * Device (``jax.Array``) and traced indices: digits are computed on device in the array's own integer
+          dtype. int32 (JAX's default) holds indices below 2**31 only; for larger starts use ``decode_from``
+          (digit-wise addition, any size). Concrete device arrays are range-checked like host indices; traced
+          ones cannot be (an out-of-range traced index wraps).
+        """
+        if isinstance(index, jax.core.Tracer):
+            return self.decode_digits(self._device_digits(self.radices, index))
+        if isinstance(index, jax.Array):
+            self._check_index_range(np.asarray(index), self.size)
+            return self.decode_digits(self._device_digits(self.radices, index))
+        digits = self._host_digits(self.radices, self.size, index)
+        return self.decode_digits(jnp.asarray(digits, jnp.int32))
+
+    @staticmethod
+    def _check_index_range(idx: np.ndarray, size: int) -> None:
+        if idx.dtype.kind not in "iuO" or (idx.dtype.kind == "O" and not all(
+                isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in idx.ravel().tolist())):
+            raise TypeError(f"design indices must be integers (got dtype {idx.dtype})")
+        if idx.size == 0:
+            return
+        flat = idx.ravel()
+        if idx.dtype.kind == "O":  # Python ints: exact at any size
+            lo, hi = min(flat.tolist()), max(flat.tolist())
+        else:
+            lo, hi = int(flat.min()), int(flat.max())
+        if lo < 0 or hi >= size:
+            bad = lo if lo < 0 else hi
+            raise IndexError(f"design index {bad} outside the space [0, {size}); indices are 0 .. {size - 1}")
+
+    @staticmethod
+    def _host_digits(radices, size: int, index) -> np.ndarray:
+        """Exact mixed-radix digits [..., n_axes] of host indices (Python ints of any size, numpy ints)."""
+        if isinstance(index, bool) or isinstance(index, (float, np.floating)):
+            raise TypeError(f"design indices must be integers (got {index!r})")
+        arr = np.asarray(index, dtype=object if isinstance(index, int) else None)
+        if arr.dtype.kind == "b":
+            raise TypeError("design indices must be integers (got booleans)")
+        DesignSpace._check_index_range(arr, size)
+        if size <= 2**62:  # int64 arithmetic is exact for every index of the space
+            rest = arr.astype(np.int64)
+        else:
+            rest = arr.astype(object)
         digits = []
-        for r in reversed(self.radices):
+        for r in reversed(radices):
+            digits.append(np.asarray(rest % r, dtype=rest.dtype).astype(np.int64))
+            rest = np.asarray(rest // r, dtype=rest.dtype)
+        return np.stack(digits[::-1], axis=-1) if digits else np.zeros(arr.shape + (0,), np.int64)
+
+    @staticmethod
+    def _device_digits(radices, index):
+        """Mixed-radix digits of a device/traced integer array, in its own dtype (int32: indices < 2**31)."""
+        index = jnp.asarray(index)
+        if not jnp.issubdtype(index.dtype, jnp.integer):
+            raise TypeError(f"design indices must be integers (got dtype {index.dtype})")
+        digits = []
+        for r in reversed(radices):
             digits.append(index % r)
             index = index // r
-        return self.decode_digits(jnp.stack(digits[::-1], axis=-1))
+        return jnp.stack(digits[::-1], axis=-1).astype(jnp.int32)
 
     def decode_from(self, base_digits, offsets):
         """Designs ``start + offsets`` for a start of any size (10**10 and beyond), jittable.

@@ -20,10 +20,13 @@ class ConfigError(ValueError):
     """A user-facing configuration error: names the file, the key, the value and a hint."""
 
     def __init__(self, file: str | None, key: str | None, value: Any, problem: str, hint: str = ""):
-        self.file, self.key, self.value = file, key, value
-        where = f"{file}" if file else "<config>"
-        if key:
-            where += f": key '{key}'"
+        self.file, self.key, self.value, self.problem, self.hint = file, key, value, problem, hint
+        if not file and key and key.startswith("--"):
+            where = f"option {key}"  # a command-line flag
+        else:
+            where = f"{file}" if file else "<config>"
+            if key:
+                where += f": key '{key}'"
         msg = f"{where}: {problem} (got {value!r})."
         if hint:
             msg += f" Hint: {hint}"
@@ -44,6 +47,108 @@ def _positive(obj, *names, file=None, allow_zero=False):
 
 
 @dataclasses.dataclass(frozen=True)
+class Range:
+    """The accepted values of one numeric field: [lo, hi] (open ends where marked), whole numbers if integer."""
+    lo: float
+    hi: float
+    integer: bool = False
+    lo_open: bool = False
+    hi_open: bool = False
+    why: str = ""
+
+    def describe(self) -> str:
+        kind = "a whole number" if self.integer else "a finite number"
+        num = lambda x: f"{int(x):,}" if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"  # noqa: E731
+        return f"{kind} in {'(' if self.lo_open else '['}{num(self.lo)}, {num(self.hi)}{')' if self.hi_open else ']'}"
+
+    def ok(self, v) -> bool:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            return False
+        if self.integer and not float(v).is_integer():
+            return False
+        return (v > self.lo if self.lo_open else v >= self.lo) and (v < self.hi if self.hi_open else v <= self.hi)
+
+
+# Physical ranges of every numeric input field, per spec (documented in README "Input ranges"). The bounds are
+# wide (beyond any machine or model built so far) and exist to catch typos and unit slips (1e30, 1e-30, 8192.5).
+RANGES = {
+    "model": {
+        "layers": Range(1, 10_000, True, why="transformer layers"),
+        "hidden": Range(1, 1_000_000, True, why="model width"),
+        "heads": Range(1, 100_000, True, why="attention heads"),
+        "kv_heads": Range(1, 100_000, True, why="key/value heads (GQA)"),
+        "head_dim": Range(1, 100_000, True, why="per-head width"),
+        "ffn": Range(1, 10_000_000, True, why="MLP intermediate width"),
+        "vocab": Range(1, 100_000_000, True, why="vocabulary size"),
+    },
+    "moe": {
+        "experts": Range(1, 100_000, True), "top_k": Range(1, 100_000, True),
+        "expert_ffn": Range(1, 10_000_000, True), "shared_experts": Range(0, 100_000, True),
+        "layer_interval": Range(1, 10_000, True), "imbalance": Range(1, 1_000, why="max/mean expert load"),
+        "locality": Range(0, 1, hi_open=True, why="fraction of routed tokens kept on the GPU"),
+    },
+    "gpu": {
+        "hbm_GiB": Range(0.1, 100_000, why="HBM capacity per GPU"),
+        "hbm_GBps": Range(1, 1_000_000, why="HBM bandwidth per GPU"),
+        "nvlink_GBps": Range(0.1, 100_000, why="scale-up bandwidth per GPU per direction"),
+        "nic_GBps": Range(0.01, 100_000, why="scale-out NIC bandwidth per GPU"),
+        "nvl_domain_gpus": Range(1, 100_000, True, why="GPUs per NVLink domain"),
+        "usable_memory_fraction": Range(0, 1, lo_open=True),
+        "sm_count": Range(1, 100_000, True, why="streaming multiprocessors per GPU"),
+        "comm_sms": Range(0, 100_000, True, why="SMs a collective occupies while it overlaps compute"),
+    },
+    "peak_tflops": {p: Range(0.001, 1_000_000, why="dense peak per GPU, TFLOP/s") for p in PRECISIONS},
+    "efficiency": {
+        "gemm_max": Range(0, 1, lo_open=True), "attention_max": Range(0, 1, lo_open=True),
+        "memory_bound": Range(0, 1, lo_open=True), "nvlink_bus": Range(0, 1, lo_open=True),
+        "network_bus": Range(0, 1, lo_open=True),
+        "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
+        "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
+    },
+    "level": {
+        "size": Range(1, 1_000_000, True, why="units of the level below"),
+        "bandwidth_GBps": Range(0.001, 100_000, why="per GPU per direction, GB/s"),
+        "latency_us": Range(0, 1_000_000, lo_open=True, why="one way, microseconds (1 s at most)"),
+        "oversubscription": Range(1, 1_000, why="the x of 1:x"),
+        "loss_rate": Range(0, 0.5, hi_open=True, why="packet loss probability"),
+        "paths": Range(1, 1_000_000, True, why="equal-cost paths"),
+        "mtu_bytes": Range(64, 1_048_576, True, why="bytes per packet"),
+        "planes": Range(1, 1_024, True, why="NIC planes"),
+        "failure_rate_per_hour": Range(0, 10_000, why="link/plane failures per hour"),
+    },
+    "transport": {
+        "qps": Range(1, 4_096, True, why="queue pairs per connection"),
+        "channels": Range(1, 4_096, True, why="NCCL channels per GPU"),
+        "window_bytes_per_channel": Range(1, 2.0**40, why="bytes in flight per channel"),
+        "reroute_s": Range(0, 100_000, lo_open=True, why="seconds to route around a failure"),
+        "tolerated_loss": Range(0, 1, hi_open=True, why="bounded-loss only: fraction dropped"),
+    },
+    "training": {
+        "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
+        "seq_len": Range(1, 100_000_000, True, why="tokens per sequence"),
+        "param_bytes": Range(0.125, 16, why="bytes per weight"),
+        "grad_bytes": Range(0.125, 16, why="bytes per gradient element"),
+        "grad_reduce_bytes": Range(0.125, 16, why="bytes per gradient element on the wire"),
+        "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
+    },
+}
+BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings"),
+               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss")}
+MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
+
+
+def _ranges(obj, kind: str, prefix: str = "", file=None):
+    """Every field of ``obj`` listed in RANGES[kind] must be in its range; booleans must be booleans."""
+    for name, rng in RANGES[kind].items():
+        v = getattr(obj, name)
+        _check(rng.ok(v), prefix + name, v, f"must be {rng.describe()}" + (f" ({rng.why})" if rng.why else ""),
+               file=file)
+    for name in BOOL_FIELDS.get(kind, ()):
+        v = getattr(obj, name)
+        _check(isinstance(v, bool), prefix + name, v, "must be true or false", file=file)
+
+
+@dataclasses.dataclass(frozen=True)
 class MoESpec:
     experts: int
     top_k: int
@@ -54,10 +159,8 @@ class MoESpec:
     locality: float = 0.0  # fraction of routed tokens whose expert is local to the GPU
 
     def validate(self, file=None):
-        _positive(self, "experts", "top_k", "expert_ffn", "layer_interval", file=file)
+        _ranges(self, "moe", "moe.", file)
         _check(self.top_k <= self.experts, "moe.top_k", self.top_k, "cannot exceed moe.experts", file=file)
-        _check(self.imbalance >= 1.0, "moe.imbalance", self.imbalance, "is max/mean load, so >= 1", file=file)
-        _check(0.0 <= self.locality < 1.0, "moe.locality", self.locality, "must be in [0, 1)", file=file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,7 +179,9 @@ class ModelSpec:
     source: str = ""
 
     def validate(self, file=None):
-        _positive(self, "layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", file=file)
+        _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
+               file=file)
+        _ranges(self, "model", "", file)
         _check(self.heads % self.kv_heads == 0, "kv_heads", self.kv_heads,
                f"must divide heads={self.heads}", "GQA groups query heads evenly", file=file)
         if self.moe is not None:
@@ -119,14 +224,7 @@ class Efficiency:
     def validate(self, file=None):
         _check(self.status in ("provisional", "calibrated"), "efficiency.status", self.status,
                "must be 'provisional' or 'calibrated'", file=file)
-        for k in ("gemm_max", "attention_max", "memory_bound", "nvlink_bus", "network_bus"):
-            v = getattr(self, k)
-            _check(isinstance(v, (int, float)) and 0 < v <= 1, f"efficiency.{k}", v,
-                   "must be a fraction in (0, 1]", file=file)
-        _check(self.gemm_half_flops > 0, "efficiency.gemm_half_flops", self.gemm_half_flops, "must be > 0",
-               file=file)
-        _check(self.layer_overhead_us >= 0, "efficiency.layer_overhead_us", self.layer_overhead_us,
-               "must be >= 0", file=file)
+        _ranges(self, "efficiency", "efficiency.", file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -144,14 +242,18 @@ class GpuSpec:
     comm_sms: int  # SMs a collective's kernels take while they overlap compute (NCCL: one per channel)
 
     def validate(self, file=None):
-        _positive(self, "hbm_GiB", "hbm_GBps", "nvlink_GBps", "nic_GBps", "nvl_domain_gpus", "sm_count", file=file)
-        _check(isinstance(self.comm_sms, (int, float)) and 0 <= self.comm_sms < self.sm_count, "comm_sms",
-               self.comm_sms, f"must be >= 0 and below sm_count={self.sm_count}", file=file)
+        _ranges(self, "gpu", "", file)
+        _check(self.comm_sms < self.sm_count, "comm_sms", self.comm_sms,
+               f"must be below sm_count={self.sm_count}", file=file)
         for p in PRECISIONS:
             _check(p in self.peak_tflops, f"peak_tflops.{p}", None, "is missing",
                    f"give all of {', '.join(PRECISIONS)}", file=file)
-        _check(0 < self.usable_memory_fraction <= 1, "usable_memory_fraction", self.usable_memory_fraction,
-               "must be in (0, 1]", file=file)
+            rng = RANGES["peak_tflops"][p]
+            _check(rng.ok(self.peak_tflops[p]), f"peak_tflops.{p}", self.peak_tflops[p],
+                   f"must be {rng.describe()} ({rng.why})", file=file)
+        extra = sorted(set(self.peak_tflops) - set(PRECISIONS))
+        _check(not extra, f"peak_tflops.{extra[0] if extra else ''}", None, "unknown precision",
+               f"precisions are: {', '.join(PRECISIONS)}", file=file)
         self.efficiency.validate(file)
 
     def peak_flops(self, precision: str) -> float:
@@ -180,15 +282,7 @@ class Level:
         key = f"levels.{self.name}"
         _check(self.name in LEVEL_NAMES, f"{key}.name", self.name, "unknown level",
                f"use one of {', '.join(LEVEL_NAMES)} (inner to outer)", file=file)
-        for k in ("size", "bandwidth_GBps", "latency_us", "oversubscription", "paths", "mtu_bytes", "planes"):
-            v = getattr(self, k)
-            ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-            _check(ok, f"{key}.{k}", v, "must be a finite number > 0", file=file)
-        _check(self.oversubscription >= 1, f"{key}.oversubscription", self.oversubscription,
-               "is the x of 1:x, so >= 1", file=file)
-        _check(0 <= self.loss_rate < 0.5, f"{key}.loss_rate", self.loss_rate, "must be in [0, 0.5)", file=file)
-        _check(self.failure_rate_per_hour >= 0, f"{key}.failure_rate_per_hour", self.failure_rate_per_hour,
-               "must be >= 0", file=file)
+        _ranges(self, "level", key + ".", file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -206,6 +300,10 @@ class SystemSpec:
         _check(order == sorted(order) and len(set(order)) == len(order) and names[0] == "node", "levels",
                names, "must start at 'node' and go inner to outer without repeats",
                f"order is {', '.join(LEVEL_NAMES)}", file=file)
+        biggest = max(self.levels, key=lambda lv: lv.size)
+        _check(self.n_gpus <= MAX_GPUS, f"levels.{biggest.name}.size", biggest.size,
+               f"the levels multiply to {self.n_gpus:,} GPUs, more than {MAX_GPUS:,}", "check the level sizes",
+               file=file)
 
     @property
     def unit_gpus(self) -> tuple:
@@ -243,10 +341,7 @@ class TransportSpec:
                "unknown", f"use one of {', '.join(LOAD_BALANCING)}", file=file)
         _check(self.loss_recovery in LOSS_RECOVERY, f"{key}.loss_recovery", self.loss_recovery, "unknown",
                f"use one of {', '.join(LOSS_RECOVERY)}", file=file)
-        for k in ("qps", "channels", "window_bytes_per_channel", "reroute_s"):
-            _check(getattr(self, k) > 0, f"{key}.{k}", getattr(self, k), "must be > 0", file=file)
-        _check(0 <= self.tolerated_loss < 1, f"{key}.tolerated_loss", self.tolerated_loss, "must be in [0,1)",
-               file=file)
+        _ranges(self, "transport", key + ".", file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,9 +358,7 @@ class Training:
     allow_bounded_loss: bool = False  # bounded-loss transport changes training semantics
 
     def validate(self, file=None):
-        _positive(self, "global_batch_sequences", "seq_len", "param_bytes", "grad_bytes", "grad_reduce_bytes",
-                  file=file)
-        _positive(self, "optimizer_bytes_per_param", file=file, allow_zero=True)
+        _ranges(self, "training", "training.", file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)
 

@@ -29,9 +29,10 @@ from .config import Scenario, load_gpu, load_transports, read_yaml
 from .cost import step_time
 from .cost.compute import layer_flops, model_flops_per_sequence
 from .params import build_params
+from .resources import configs_dir
 from .space import AXES, NUMERIC_AXES, Design, DesignSpace
 
-CONFIGS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "configs")
+CONFIGS = configs_dir()  # bundled configs: the installed package data or the checkout's configs/
 VALIDATION_DIR = os.path.join(CONFIGS, "validation")
 COLUMNS = ("id", "dataset", "source", "model", "layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq",
            "gated_mlp", "gpu", "n_gpus", "tp", "pp", "dp", "cp", "vpp", "mbs", "gbs", "recompute", "seq_parallel",

@@ -119,3 +119,15 @@ levels:
 """)
     with pytest.raises(sx.ConfigError, match="inner to outer"):
         load_system(str(sysf))
+
+
+def test_readme_documents_every_range():
+    """Each field of specs.RANGES is in the README table with the same bounds."""
+    from sax_jax.specs import RANGES
+    from conftest import ROOT
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    for fields in RANGES.values():
+        for name, rng in fields.items():
+            desc = rng.describe().replace("a whole number in ", "int ").replace("a finite number in ", "")
+            assert f"`{name}` {desc}" in readme, (name, desc)
+    assert "shared/" not in readme  # users of the package have no shared/ directory

@@ -7,6 +7,7 @@ Same seed, same result. ``--json`` prints one object: {"method", "best": {"desig
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from rich.console import Console
@@ -14,8 +15,10 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..config import load_scenario
-from ..report import fmt_time
-from ..search.runner import METHODS, run_search
+from ..report import fmt_time, json_safe
+from ..search.runner import MAX_BUDGET, METHODS, check_search_args, run_search
+from ..specs import ConfigError
+from ..trust import print_warnings, warnings_for
 
 
 def _progress_bar(enabled: bool):
@@ -44,7 +47,10 @@ def print_record(rec: dict, console: Console | None = None):
     t.add_row("step time", fmt_time(st) if st is not None else "[red]no feasible design found[/red]")
     if best.get("tokens_per_s"):
         t.add_row("tokens/s, MFU", f"{best['tokens_per_s']:,.0f}, {100 * best['mfu']:.1f} %")
-    t.add_row("evaluations", f"{rec['evaluations']:,} of {rec['space_size']:.3g} ({100 * rec['fraction_of_space']:.3g} %)")
+    ev = f"{rec['evaluations']:,} of {rec['space_size']:.3g} ({100 * rec['fraction_of_space']:.3g} %)"
+    if rec.get("budget") and rec["evaluations"] < rec["budget"]:
+        ev += f"; budget {rec['budget']:,}, used in whole generations/batches"
+    t.add_row("evaluations", ev)
     t.add_row("seconds", f"{rec['seconds']:.2f}")
     con.print(t)
     b = Table(title="speedup over the scenario's baselines")
@@ -55,9 +61,18 @@ def print_record(rec: dict, console: Console | None = None):
         bt = rec["baselines"][name]
         b.add_row(name, fmt_time(bt) if bt is not None else "infeasible", f"{s:.3f}x" if s is not None else "-")
     con.print(b)
+    print_warnings(rec.get("warnings", []), con)
 
 
 def run(args) -> int:
+    if args.method == "exhaustive" and (args.budget is not None or args.seed is not None):
+        raise ConfigError(None, "--budget" if args.budget is not None else "--seed",
+                          args.budget if args.budget is not None else args.seed,
+                          "does not apply to --method exhaustive (it evaluates every design)",
+                          "drop it, or pick --method evolution/relaxed/random")
+    args.budget = 5000 if args.budget is None else args.budget
+    args.seed = 0 if args.seed is None else args.seed
+    check_search_args(args.method, args.strategy, args.budget, args.seed)  # before anything is compiled
     scenario = load_scenario(args.scenario)
     bar, update = _progress_bar(not args.json and sys.stderr.isatty() and args.method != "random")
     if bar is not None:
@@ -66,22 +81,38 @@ def run(args) -> int:
     else:
         rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed,
                          None if args.json else (lambda f, b: None))
+    best = (rec.get("best") or {}).get("design")
+    rec["warnings"] = warnings_for(scenario, [best] if best else [])
     if args.json:
         rec.pop("history", None)
-        print(json.dumps(rec, indent=2, allow_nan=False, default=str))
+        print(json.dumps(json_safe(rec), indent=2, allow_nan=False, default=str))
     else:
         print_record(rec)
     return 0
 
 
+def _int(text: str) -> int:
+    """A whole number (argparse type): '5000' and '5e3' yes, '2.5' no; ranges are checked in run()."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(text) from None
+    if not (math.isfinite(v) and v == int(v)):
+        raise ValueError(text)
+    return int(v)
+
+
 def register(sub):
     p = sub.add_parser("search", help="search a design space (exhaustive, evolution, relaxed, random)")
-    p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/huge-four-buildings.yaml")
+    p.add_argument("scenario", help="scenario: a bundled name (huge-four-buildings, default, ...) or a YAML path")
     p.add_argument("--method", choices=METHODS, default="evolution", help="search method (default: evolution)")
     p.add_argument("--strategy", default=None,
                    help="evolution strategy: cma_es, ga, de (differential evolution), sa (simulated "
                         "annealing); default: de")
-    p.add_argument("--budget", type=int, default=5000, help="model evaluations at most (default 5000)")
-    p.add_argument("--seed", type=int, default=0, help="random seed (same seed, same result)")
+    p.add_argument("--budget", type=_int, default=None,
+                   help=f"model evaluations at most, 1 to {MAX_BUDGET:,} (default 5000); evolution uses whole "
+                        "generations, so it may stop a little below")
+    p.add_argument("--seed", type=_int, default=None, help="random seed, 0 to 2**32-1 (default 0; same seed, same "
+                                                           "result)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

@@ -13,11 +13,30 @@ from rich.table import Table
 
 from ..config import load_scenario
 from ..search.baselines import baseline_costs, speedups
-from ..report import fmt_time
+from ..report import fmt_time, json_safe
 from ..search.checkpoint import ResumeError
 from ..space import AXES
+from ..specs import ConfigError
+from ..trust import print_warnings, warnings_for
 
+# JAX's persistent compilation cache: a repeated sweep of the same shapes skips the ~10 s compile. Off with
+# --no-compile-cache or SAX_COMPILE_CACHE=0; elsewhere with JAX_COMPILATION_CACHE_DIR or SAX_COMPILE_CACHE_DIR.
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "sax_jax", "xla")
+MAX_TOP = 10_000
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
+def setup_compile_cache(jax, enabled: bool = True) -> str | None:
+    """Turn on JAX's persistent compilation cache (unless disabled or already configured); its directory."""
+    if not enabled or os.environ.get("SAX_COMPILE_CACHE", "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    configured = os.environ.get("JAX_COMPILATION_CACHE_DIR") or getattr(jax.config, "jax_compilation_cache_dir",
+                                                                         None)
+    if configured:
+        return configured
+    cache = os.environ.get("SAX_COMPILE_CACHE_DIR") or CACHE_DIR
+    jax.config.update("jax_compilation_cache_dir", cache)
+    return cache
 
 COLUMNS = ("index", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes")
 
@@ -28,14 +47,14 @@ def _row(rec: dict) -> dict:
     return out
 
 
-def write_outputs(result, out_dir: str) -> None:
+def write_outputs(result, out_dir: str, warnings=None) -> None:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "result.json"), "w") as fh:
-        json.dump(summary(result), fh, indent=2, allow_nan=False, default=str)
+        json.dump(summary(result, warnings), fh, indent=2, allow_nan=False, default=str)
     for name, recs in list(result.pareto.items()) + [("top", result.top)]:
         stem = name if name == "top" else f"pareto_{name}"
         with open(os.path.join(out_dir, stem + ".json"), "w") as fh:
-            json.dump(recs, fh, indent=2, allow_nan=False, default=str)
+            json.dump(json_safe(recs), fh, indent=2, allow_nan=False, default=str)
         rows = [_row(r) for r in recs]
         with open(os.path.join(out_dir, stem + ".csv"), "w", newline="") as fh:
             fields = list(rows[0]) if rows else list(COLUMNS)
@@ -44,18 +63,21 @@ def write_outputs(result, out_dir: str) -> None:
             w.writerows(rows)
 
 
-def summary(result) -> dict:
-    return {"scenario": result.scenario, "objective": result.objective, "space_size": result.space_size,
+def summary(result, warnings=None) -> dict:
+    return json_safe({"scenario": result.scenario, "objective": result.objective, "space_size": result.space_size,
             "n_designs": result.n_designs, "n_feasible": result.n_feasible, "seconds": result.seconds,
             "compile_s": result.compile_s, "designs_per_s": result.designs_per_s, "complete": result.complete,
             "distinct": result.distinct,
             "devices": result.devices, "device_kind": result.device_kind, "top": result.top,
-            "pareto": result.pareto, "pareto_truncated": result.truncated}
+            "pareto": result.pareto, "pareto_truncated": result.truncated,
+            "warnings": list(warnings or [])})
 
 
 def print_result(result, console: Console, space=None) -> None:
+    rate = (f"{result.designs_per_s:,.0f} designs/s" if result.designs_per_s > 0
+            else "nothing left to evaluate (resumed a finished sweep)")
     console.print(f"[bold]{result.scenario}[/bold]: {result.n_designs:,} designs ({result.n_feasible:,} feasible) in "
-                  f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {result.designs_per_s:,.0f} designs/s "
+                  f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {rate} "
                   f"on {result.devices} x {result.device_kind}")
     varied = [ax for ax, r in zip(AXES, space.radices) if r > 1] if space is not None else list(AXES)
     designs = [r["design"] for r in result.top]
@@ -90,7 +112,58 @@ def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
 
+def check_args(args, n_devices: int | None = None) -> None:
+    """Every flag checked before anything is read or compiled: a bad flag costs nothing."""
+    if not 1 <= args.top <= MAX_TOP:
+        raise ConfigError(None, "--top", args.top, f"must be a whole number in [1, {MAX_TOP:,}]",
+                          "the number of best designs to keep")
+    if args.resume and not args.out:
+        raise ConfigError(None, "--resume", True, "needs --out DIR (the directory of the interrupted sweep)")
+    if args.out is not None:
+        if args.out.strip() == "":
+            raise ConfigError(None, "--out", args.out, "is empty", "give a directory for results and checkpoints")
+        if os.path.exists(args.out) and not os.path.isdir(args.out):
+            raise ConfigError(None, "--out", args.out, "exists and is not a directory",
+                              "--out names a directory for result.json, top.csv, ... and the checkpoint")
+        parent = os.path.dirname(os.path.abspath(args.out))
+        if not os.path.isdir(args.out) and os.path.exists(parent) and not os.access(parent, os.W_OK):
+            raise ConfigError(None, "--out", args.out, f"cannot create it: {parent} is not writable")
+    if args.plot is not None:
+        parent = os.path.dirname(os.path.abspath(args.plot))
+        if not args.plot.lower().endswith(PLOT_SUFFIXES):
+            raise ConfigError(None, "--plot", args.plot, "unknown image type",
+                              f"end the name in one of {', '.join(PLOT_SUFFIXES)}")
+        if os.path.isdir(args.plot):
+            raise ConfigError(None, "--plot", args.plot, "is a directory", "give a file name, e.g. fronts.png")
+        if not os.path.isdir(parent):
+            raise ConfigError(None, "--plot", args.plot, f"directory {parent} does not exist",
+                              "create it first or write the plot elsewhere")
+        if not os.access(parent, os.W_OK):
+            raise ConfigError(None, "--plot", args.plot, f"directory {parent} is not writable")
+    if not (math.isfinite(args.checkpoint_every) and 0 <= args.checkpoint_every <= 86_400):
+        raise ConfigError(None, "--checkpoint-every", args.checkpoint_every, "must be seconds in [0, 86400]",
+                          "0 checkpoints after every block")
+    if (args.num_processes is not None or args.process_id is not None) and not args.coordinator:
+        raise ConfigError(None, "--num-processes/--process-id", (args.num_processes, args.process_id),
+                          "only with --coordinator HOST:PORT", "or use --distributed on a cluster")
+    if args.coordinator:
+        if args.num_processes is None or args.process_id is None:
+            raise ConfigError(None, "--coordinator", args.coordinator, "needs --num-processes and --process-id")
+        if args.num_processes < 1:
+            raise ConfigError(None, "--num-processes", args.num_processes, "must be >= 1")
+        if not 0 <= args.process_id < args.num_processes:
+            raise ConfigError(None, "--process-id", args.process_id,
+                              f"must be in [0, {args.num_processes - 1}] (--num-processes {args.num_processes})")
+        host, _, port = args.coordinator.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ConfigError(None, "--coordinator", args.coordinator, "must be HOST:PORT", "e.g. node0:1234")
+    if args.devices is not None and n_devices is not None and not 1 <= args.devices <= n_devices:
+        raise ConfigError(None, "--devices", args.devices, f"must be in [1, {n_devices}]",
+                          f"this machine has {n_devices} local device(s)")
+
+
 def run(args) -> int:
+    check_args(args)  # flags first: nothing is read, initialized or compiled for a bad one
     import jax
 
     from ..search.exhaustive import sweep  # jax import only when the command runs
@@ -103,17 +176,14 @@ def run(args) -> int:
         kw = {} if not args.coordinator else {"coordinator_address": args.coordinator,
                                               "num_processes": args.num_processes, "process_id": args.process_id}
         jax.distributed.initialize(**kw)  # without arguments: SLURM / Open MPI / TPU environments
-    cache_set = os.environ.get("JAX_COMPILATION_CACHE_DIR") or getattr(jax.config, "jax_compilation_cache_dir", None)
-    if not cache_set:
-        jax.config.update("jax_compilation_cache_dir", CACHE_DIR)  # a repeated sweep skips the compile
+    if args.devices is not None:
+        check_args(args, len(jax.local_devices()))
+    setup_compile_cache(jax, not args.no_compile_cache)
 
     scenario = load_scenario(args.scenario)
     stream = sys.stderr if args.json else sys.stdout
     # piped (logs, CI): rich would assume 80 columns and truncate the design columns
     console = Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else 120)
-    if args.resume and not args.out:
-        console.print("error: --resume needs --out DIR (the directory of the interrupted sweep)")
-        return 2
     try:
         signal.signal(signal.SIGTERM, _sigterm)
     except ValueError:  # not the main thread
@@ -129,26 +199,40 @@ def run(args) -> int:
         where = f"; resume with: sax sweep {args.scenario} --out {args.out} --resume" if args.out else ""
         print(f"interrupted{where}", file=sys.stderr)
         return 130
-    if args.out:
-        write_outputs(result, args.out)
     base = baseline_costs(scenario)
+    warnings = warnings_for(scenario, [r["design"] for r in result.top])
+    if args.out:
+        write_outputs(result, args.out, warnings)
     best_s = result.top[0]["step_time_s"] if result.top else None
     speedup_vs = speedups(base, best_s)
     if args.json:
-        print(json.dumps({**summary(result), "baselines": {n: b["step_time_s"] for n, b in base.items()},
-                          "speedup_vs": speedup_vs}, indent=2, allow_nan=False, default=str))
+        print(json.dumps(json_safe({**summary(result, warnings),
+                                    "baselines": {n: b["step_time_s"] for n, b in base.items()},
+                                    "speedup_vs": speedup_vs}), indent=2, allow_nan=False, default=str))
     else:
         print_result(result, console, scenario.space)
         for name, ratio in speedup_vs.items():
             t = base[name]["step_time_s"]
             console.print(f"best vs baseline {name} ({fmt_time(t) if t else 'infeasible'}): "
                           + (f"{ratio:.2f}x faster" if ratio else "n/a"))
+        print_warnings(warnings, console)
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
     if args.plot:
         from ..plots import plot_sweep
         console.print(f"wrote {plot_sweep(result, args.plot, base)}")
     return 0
+
+
+def _int(text: str) -> int:
+    """A whole number (argparse type): '10' and '1e3' yes, '2.5' and 'x' no; the range is checked in run()."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(text) from None
+    if not (math.isfinite(v) and v == int(v)):
+        raise ValueError(text)
+    return int(v)
 
 
 def _count(text: str) -> int:
@@ -160,23 +244,28 @@ def _count(text: str) -> int:
 
 def register(sub):
     p = sub.add_parser("sweep", help="exhaustive streaming sweep: running top-k and Pareto fronts, resumable")
-    p.add_argument("scenario", help="scenario YAML, e.g. configs/scenarios/default.yaml")
-    p.add_argument("--top", type=int, default=10, metavar="K", help="designs to keep by the objective (default 10)")
+    p.add_argument("scenario", help="scenario: a bundled name (default, huge-four-buildings, ...) or a YAML path")
+    p.add_argument("--top", type=_int, default=10, metavar="K",
+                   help=f"designs to keep by the objective, 1 to {MAX_TOP:,} (default 10)")
     p.add_argument("--distinct", action="store_true",
                    help="top-k of distinct objective values: one design (the lowest index) per value, so designs "
                         "that differ only in knobs without effect there do not fill the list")
     p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
-    p.add_argument("--devices", type=int, default=None, metavar="N", help="use the first N devices (default all)")
+    p.add_argument("--devices", type=_int, default=None, metavar="N", help="use the first N devices (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="PNG", help="write the Pareto fronts, top-k and baselines as a plot")
     p.add_argument("--max-designs", type=_count, default=None, metavar="N", help="sweep only the first N designs")
     p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
-    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S", help="seconds between checkpoints")
+    p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S",
+                   help="seconds between checkpoints, 0 to 86400 (0: after every block; default 5)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-compile-cache", action="store_true",
+                   help=f"do not use JAX's persistent compilation cache (default: {CACHE_DIR}; also "
+                        "SAX_COMPILE_CACHE=0, or another directory with SAX_COMPILE_CACHE_DIR)")
     p.add_argument("--distributed", action="store_true",
                    help="multi-host: jax.distributed.initialize() from the cluster environment (SLURM, MPI)")
     p.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="multi-host by hand: coordinator address")
-    p.add_argument("--num-processes", type=int, default=None, metavar="N", help="with --coordinator")
-    p.add_argument("--process-id", type=int, default=None, metavar="I", help="with --coordinator")
+    p.add_argument("--num-processes", type=_int, default=None, metavar="N", help="with --coordinator")
+    p.add_argument("--process-id", type=_int, default=None, metavar="I", help="with --coordinator")
     p.set_defaults(func=run)

@@ -38,7 +38,8 @@ class SweepProgress:
             best_s = f"{best:.4g} s" if self.objective == "step_time_s" else f"{-best:.4g}"
         else:
             best_s = "-"
-        self._p.update(self._task, completed=float(done), rate=_fmt_rate(rate), feas=feas, best=best_s)
+        self._p.update(self._task, completed=float(done), rate=_fmt_rate(rate) if rate > 0 else "-", feas=feas,
+                       best=best_s)
 
     def close(self):
         if self.enabled:

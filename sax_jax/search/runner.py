@@ -2,10 +2,36 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 from ..specs import ConfigError
 
 METHODS = ("exhaustive", "evolution", "relaxed", "random")
+MAX_BUDGET = 10**9  # model evaluations; beyond this use `sax sweep` (exhaustive, streamed, resumable)
+MAX_SEED = 2**32 - 1
+
+
+def check_search_args(method: str, strategy: str | None = None, budget=5000, seed=0) -> None:
+    """Method, strategy, budget and seed checked before anything is compiled."""
+    if method not in METHODS:
+        raise ConfigError(None, "--method", method, "unknown search method", f"methods: {', '.join(METHODS)}")
+    if strategy is not None and method != "evolution":
+        raise ConfigError(None, "--strategy", strategy, f"only applies to --method evolution, not {method}",
+                          "drop --strategy or use --method evolution")
+    if method == "evolution" and strategy is not None:
+        from .evolution import STRATEGIES, strategy_name
+        try:
+            strategy_name(strategy)
+        except ValueError:
+            raise ConfigError(None, "--strategy", strategy, "unknown evolution strategy",
+                              f"strategies are: {', '.join(STRATEGIES)}") from None
+    if method == "exhaustive":
+        return
+    if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or not 1 <= budget <= MAX_BUDGET:
+        raise ConfigError(None, "--budget", budget, f"must be a whole number of evaluations in [1, {MAX_BUDGET:,}]",
+                          "for a whole space use --method exhaustive or `sax sweep`")
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
+        raise ConfigError(None, "--seed", seed, f"must be a whole number in [0, {MAX_SEED}]")
 
 
 def run_search(scenario, method: str, strategy: str | None = None, budget: int = 5000, seed: int = 0,
@@ -13,10 +39,7 @@ def run_search(scenario, method: str, strategy: str | None = None, budget: int =
     """One search as a JSON-ready record (the Python API behind `sax search`)."""
     from .baselines import search_record
     from .genome import scenario_problem
-    if method not in METHODS:
-        raise ConfigError(None, "--method", method, "unknown search method", f"methods: {', '.join(METHODS)}")
-    if budget < 1:
-        raise ConfigError(None, "--budget", budget, "must be a positive number of evaluations")
+    check_search_args(method, strategy, budget, seed)
     if method == "exhaustive":
         return _exhaustive(scenario, progress is not None)
     problem = scenario_problem(scenario)

@@ -1,0 +1,94 @@
+"""Trust signals attached to every result: what a number rests on and where it extrapolates.
+
+* ``provisional_hardware``: the GPU's efficiency constants are starting values, not fitted to published runs
+  (``efficiency.status: provisional`` in configs/hardware/*.yaml).
+* ``changes_training_semantics``: a shown design uses a bounded-loss transport, which drops up to
+  ``tolerated_loss`` of the gradient traffic at a deadline: faster, but not the same training run.
+* ``beyond_validated_gpus``: the scenario has more GPUs than the largest published run of the bundled
+  validation set (``sax validate``).
+* ``beyond_validated_levels``: the system has levels above the building (campus, region); no validated run
+  crosses a building, so cross-building numbers are model predictions without a measured reference.
+
+Each signal is ``{"kind": ..., "message": ...}``; ``--json`` outputs carry them under ``"warnings"`` and the
+tables print them underneath.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+
+from .resources import bundled
+
+VALIDATED_LEVELS = ("node", "building")  # every bundled validation run lives inside one building
+
+
+@functools.lru_cache(maxsize=1)
+def validated_range() -> dict:
+    """Largest GPU count and the GPU types of the bundled validation runs (read from configs/validation)."""
+    from .config import read_yaml
+    n_max, gpus = 0, set()
+    for path in sorted(glob.glob(os.path.join(bundled("validation"), "*.yaml"))):
+        try:
+            cases = read_yaml(path).get("cases") or []
+        except ValueError:
+            continue
+        for c in cases:
+            if isinstance(c, dict):
+                try:
+                    n_max = max(n_max, int(c.get("n_gpus") or 0))
+                except (TypeError, ValueError):
+                    pass
+                if c.get("gpu"):
+                    gpus.add(str(c["gpu"]))
+    return {"max_gpus": n_max, "gpus": sorted(gpus), "levels": list(VALIDATED_LEVELS)}
+
+
+def scenario_warnings(scenario) -> list:
+    """Signals that hold for every result of a scenario (hardware, scale, cross-building levels)."""
+    out = []
+    gpu = scenario.system.gpu
+    if gpu.efficiency.status != "calibrated":
+        out.append({"kind": "provisional_hardware",
+                    "message": f"GPU {gpu.name} is uncalibrated (efficiency status '{gpu.efficiency.status}'): its "
+                               "efficiency constants are starting values, not fitted to published runs; "
+                               "absolute step times may be off by more than the validated error"})
+    rng = validated_range()
+    n = scenario.system.n_gpus
+    if rng["max_gpus"] and n > rng["max_gpus"]:
+        out.append({"kind": "beyond_validated_gpus",
+                    "message": f"{n:,} GPUs is beyond the largest validated run ({rng['max_gpus']:,} GPUs): "
+                               "an extrapolation"})
+    extra = [lv.name for lv in scenario.system.levels if lv.name not in VALIDATED_LEVELS]
+    if extra:
+        out.append({"kind": "beyond_validated_levels",
+                    "message": f"{len(extra)} level(s) above the building ({', '.join(extra)}): no validated run "
+                               "crosses a building, so cross-building costs are unvalidated model predictions"})
+    return out
+
+
+def design_warnings(scenario, designs) -> list:
+    """Signals of the shown designs (dicts {axis: value}): choices that change what training computes."""
+    by_name = {t.name: t for t in scenario.transports}
+    lossy = []
+    for d in designs:
+        t = by_name.get((d or {}).get("transport"))
+        if t is not None and t.loss_recovery == "bounded_loss" and t.name not in lossy:
+            lossy.append(t.name)
+    out = []
+    for name in lossy:
+        t = by_name[name]
+        out.append({"kind": "changes_training_semantics",
+                    "message": f"transport '{name}' is bounded-loss: it drops up to {100 * t.tolerated_loss:g} % of "
+                               "the gradient traffic at a deadline; faster, but it changes training semantics "
+                               "(convergence not modeled)"})
+    return out
+
+
+def warnings_for(scenario, designs=()) -> list:
+    return scenario_warnings(scenario) + design_warnings(scenario, list(designs))
+
+
+def print_warnings(warnings, console) -> None:
+    for w in warnings:
+        console.print(f"[yellow]warning[/yellow] ({w['kind']}): {w['message']}", soft_wrap=True)

@@ -1,0 +1,74 @@
+"""Trust signals in every output: provisional hardware, training-semantics changes, extrapolation."""
+import json
+import os
+
+import pytest
+
+import sax_jax as sx
+from sax_jax.cli import main
+from sax_jax.trust import scenario_warnings, validated_range, warnings_for
+
+from conftest import CONFIGS, DEFAULT
+
+
+def kinds(ws):
+    return {w["kind"] for w in ws}
+
+
+def test_validated_range_from_the_bundled_validation_set():
+    r = validated_range()
+    assert r["max_gpus"] == 6144 and {"A100-SXM-80GB", "H100-SXM-80GB"} <= set(r["gpus"])
+
+
+def test_default_scenario_extrapolates(default_scenario):
+    assert kinds(scenario_warnings(default_scenario)) == {"beyond_validated_gpus", "beyond_validated_levels"}
+
+
+def test_within_the_validated_range_no_warning():
+    sc = sx.load_scenario(os.path.join(CONFIGS, "scenarios", "h100-building.yaml"))
+    assert sc.system.n_gpus <= 6144 or "beyond_validated_gpus" in kinds(scenario_warnings(sc))
+    assert "provisional_hardware" not in kinds(scenario_warnings(sc))
+    assert "beyond_validated_levels" not in kinds(scenario_warnings(sc))
+
+
+@pytest.mark.parametrize("gpu", ["H200", "B200", "GB200", "V100-SXM-16GB"])
+def test_provisional_hardware_flagged(tmp_path, gpu):
+    system = open(os.path.join(CONFIGS, "systems", "h100-building.yaml")).read().replace(
+        "../hardware/H100-SXM-80GB.yaml", os.path.join(CONFIGS, "hardware", f"{gpu}.yaml"))
+    (tmp_path / "sys.yaml").write_text(system)
+    (tmp_path / "s.yaml").write_text(f"""
+model: {CONFIGS}/models/llama3-8B.yaml
+system: {tmp_path}/sys.yaml
+transports: {CONFIGS}/network/transports.yaml
+training: {{global_batch_sequences: 1024, seq_len: 4096}}
+space: {{tp: [8], pp: [1]}}
+""")
+    ws = scenario_warnings(sx.load_scenario(str(tmp_path / "s.yaml")))
+    assert "provisional_hardware" in kinds(ws) and gpu in " ".join(w["message"] for w in ws)
+
+
+def test_bounded_loss_flagged_only_when_shown():
+    sc = sx.load_scenario(os.path.join(CONFIGS, "scenarios", "huge-four-buildings.yaml"))
+    base = sc.space.to_dict(sc.baseline_design())
+    assert "changes_training_semantics" not in kinds(warnings_for(sc, [base]))
+    assert "changes_training_semantics" in kinds(warnings_for(sc, [base, dict(base, transport="bounded_loss")]))
+
+
+def test_eval_json_and_table_carry_warnings_and_resolved_dp(capsys):
+    assert main(["eval", DEFAULT, "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["resolved"]["dp"] == 16384 // (8 * 16)
+    assert kinds(rec["warnings"]) == {"beyond_validated_gpus", "beyond_validated_levels"}
+    assert main(["eval", DEFAULT]) == 0
+    out = capsys.readouterr().out
+    assert "dp=auto (= 128)" in out and "warning (beyond_validated_gpus)" in out
+
+
+def test_sweep_json_carries_warnings(capsys, tmp_path):
+    sc = os.path.join(CONFIGS, "scenarios", "huge-four-buildings.yaml")
+    assert main(["sweep", sc, "--json", "--max-designs", "4096", "--top", "3", "--no-progress",
+                 "--no-compile-cache", "--out", str(tmp_path / "o")]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert {"beyond_validated_gpus", "beyond_validated_levels"} <= kinds(rec["warnings"])
+    on_disk = json.load(open(tmp_path / "o" / "result.json"))
+    assert on_disk["warnings"] == rec["warnings"]
