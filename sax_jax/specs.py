@@ -115,6 +115,9 @@ class Efficiency:
     nvlink_bus: float
     network_bus: float
     layer_overhead_us: float
+    # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
+    # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
+    attention_half_seq: float = 0.0
 
     def validate(self, file=None):
         _check(self.status in ("provisional", "calibrated"), "efficiency.status", self.status,
@@ -127,6 +130,9 @@ class Efficiency:
                file=file)
         _check(self.layer_overhead_us >= 0, "efficiency.layer_overhead_us", self.layer_overhead_us,
                "must be >= 0", file=file)
+        _check(isinstance(self.attention_half_seq, (int, float)) and self.attention_half_seq >= 0,
+               "efficiency.attention_half_seq", self.attention_half_seq, "must be a number of tokens >= 0",
+               file=file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -152,6 +158,14 @@ class GpuSpec:
 
     def peak_flops(self, precision: str) -> float:
         return float(self.peak_tflops[precision]) * 1e12
+
+    def peak_flops_16bit(self, precision: str) -> float:
+        """The tensor-core rate of the work that stays in 16 bits when the GEMMs run in FP8: the attention core
+        and the output layer. FP8 training recipes quantize only the transformer layers' linear layers
+        (Transformer Engine fp8_autocast around Linear/LayerNormLinear; Megatron-Bridge keeps
+        fp8_dot_product_attention off by default and the output layer outside the FP8 region; torchtitan's
+        Float8 converter skips the output layer), so those run at the BF16 peak. Other precisions: their own."""
+        return self.peak_flops("bf16" if precision == "fp8" else precision)
 
     @property
     def hbm_bytes(self) -> float:
