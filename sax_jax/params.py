@@ -83,6 +83,9 @@ class GpuP(NamedTuple):
     gemm_max: jnp.ndarray
     gemm_half_flops: jnp.ndarray
     attention_max: jnp.ndarray
+    attention_half_seq: jnp.ndarray  # keys per kernel call at which attention efficiency is half its max
+    peak_flops_16bit: jnp.ndarray  # attention core and output layer: the BF16 peak even in FP8 training
+    gemm_input_bytes: jnp.ndarray  # bytes/element of saved linear-layer inputs: 1 with FP8 GEMMs (TE), else 2
     memory_bound: jnp.ndarray
     layer_overhead_s: jnp.ndarray
     overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
@@ -167,8 +170,10 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
-        attention_max=e.attention_max, memory_bound=e.memory_bound, layer_overhead_s=e.layer_overhead_us * 1e-6,
-        overlap_slowdown=g.comm_sms / g.sm_count)
+        attention_max=e.attention_max, attention_half_seq=e.attention_half_seq,
+        peak_flops_16bit=g.peak_flops_16bit(training.precision),
+        gemm_input_bytes=1.0 if training.precision == "fp8" else 2.0, memory_bound=e.memory_bound,
+        layer_overhead_s=e.layer_overhead_us * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
 
 
 def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:

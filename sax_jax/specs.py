@@ -104,6 +104,7 @@ RANGES = {
         "network_bus": Range(0, 1, lo_open=True),
         "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
         "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
+        "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
     },
     "level": {
         "size": Range(1, 1_000_000, True, why="units of the level below"),
@@ -220,6 +221,9 @@ class Efficiency:
     nvlink_bus: float
     network_bus: float
     layer_overhead_us: float
+    # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
+    # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
+    attention_half_seq: float = 0.0
 
     def validate(self, file=None):
         _check(self.status in ("provisional", "calibrated"), "efficiency.status", self.status,
@@ -258,6 +262,14 @@ class GpuSpec:
 
     def peak_flops(self, precision: str) -> float:
         return float(self.peak_tflops[precision]) * 1e12
+
+    def peak_flops_16bit(self, precision: str) -> float:
+        """The tensor-core rate of the work that stays in 16 bits when the GEMMs run in FP8: the attention core
+        and the output layer. FP8 training recipes quantize only the transformer layers' linear layers
+        (Transformer Engine fp8_autocast around Linear/LayerNormLinear; Megatron-Bridge keeps
+        fp8_dot_product_attention off by default and the output layer outside the FP8 region; torchtitan's
+        Float8 converter skips the output layer), so those run at the BF16 peak. Other precisions: their own."""
+        return self.peak_flops("bf16" if precision == "fp8" else precision)
 
     @property
     def hbm_bytes(self) -> float:

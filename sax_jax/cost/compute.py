@@ -7,6 +7,18 @@ sequence of the linear parts and the query side of attention. Backward = 2x forw
 flash-attention backward recomputes QK^T and does four more matmuls: 2.5x its forward (Dao 2023).
 GEMM time = FLOPs / (peak x eta(W)) with eta(W) = eta_max W / (W + W_half), i.e. (W + W_half)/(peak eta_max):
 small GEMMs pay a fixed cost equal to W_half of work.
+
+Fused (flash) attention: time = causal-half FLOPs / (peak16 x eta_attn(s_kv)),
+eta_attn(s_kv) = attention_max s_kv / (s_kv + attention_half_seq) (attention_efficiency below). A flash kernel
+tiles the queries and sweeps the keys block by block; each query tile pays a fixed cost (load Q, online-softmax
+rescale, write O and the log-sum-exp; on the causal diagonal a partly masked block) amortized over the key
+blocks it sweeps, so its efficiency saturates in the key length: FlashAttention-2 (Dao 2023, fig. "attention
+forward + backward speed", A100, head dim 64/128) and FlashAttention-3 (Shah et al. 2024, H100 BF16, head dim
+128: forward up to ~740 TFLOP/s non-causal, lower causal and backward) both rise steeply up to ~2k keys and are
+flat from ~8k. s_kv is the keys one kernel call sweeps: the sequence, or one ring chunk s/cp under context
+parallelism (ring attention calls the kernel once per chunk). peak16 is the 16-bit rate: FP8 training recipes
+quantize only the linear layers, so attention and the output layer run at the BF16 peak
+(GpuSpec.peak_flops_16bit); memory-bound work never depends on a FLOP peak.
 """
 from typing import NamedTuple
 
@@ -42,6 +54,11 @@ LOGIT_BYTES_PER_ELEMENT = 12.0
 
 def gemm_time_s(flops, peak_flops, eff_max, half_flops):
     return jnp.where(flops > 0, (flops + half_flops) / (peak_flops * eff_max), 0.0)
+
+
+def attention_efficiency(s_kv, eff_max, half_seq):
+    """Fused-attention efficiency for a kernel call sweeping s_kv keys per query: eff_max s_kv/(s_kv + half)."""
+    return eff_max * s_kv / (s_kv + half_seq)
 
 
 def layer_flops(mb, seq, m, moe_layer_weight, imbalance=None):
@@ -87,11 +104,14 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
     gt = lambda fl: gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)  # noqa: E731
     linear_f = gt(qkv) + gt(proj) + gt(mlp)
     flash = train.flash > 0
-    # Causal flash kernels skip the masked half of the score matrix.
-    attn_flash_f = 0.5 * attn / split / (g.peak_flops * g.attention_max)
+    # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
+    # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
+    attn_eff = attention_efficiency(seq / c, g.attention_max, g.attention_half_seq)
+    attn_flash_f = 0.5 * attn / split / (g.peak_flops_16bit * attn_eff)
     scores = mbs * m.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
-    attn_plain_f = 2.0 * jnp.maximum(gt(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
+    gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
+    attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
     elem_bytes = tokens * (ELEMENTWISE_BYTES_PER_H * m.hidden / sp_split
@@ -108,9 +128,10 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
 
 
 def logits_times(tp, cp, mbs, seq, m, g):
-    """Output layer + cross-entropy on the last stage: (fwd, bwd) seconds."""
+    """Output layer + cross-entropy on the last stage: (fwd, bwd) seconds. The output layer is 16-bit even in
+    FP8 training (outside Megatron's per-layer fp8 region; skipped by torchtitan's Float8 converter)."""
     flops = 2.0 * mbs * seq * m.hidden * m.vocab / (tp * cp)
-    f = gemm_time_s(flops, g.peak_flops, g.gemm_max, g.gemm_half_flops)
+    f = gemm_time_s(flops, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)
     ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * m.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
 

@@ -10,21 +10,35 @@ sbh(10 + 24/t + 5as/(ht)) (TP without sequence parallelism), 34sbh/t (selective,
     selective recompute.
 CP divides s (scores: s/c queries x s keys). Model state per parameter: 16-bit weights, fp32 grads,
 Adam 12 bytes, sharded per ZeRO stage over dp x cp (Megatron's distributed optimizer).
+
+FP8 GEMMs (gemm_input_bytes = 1): Transformer Engine's Linear/LayerNormLinear save the FP8-quantized input
+for the weight-gradient GEMM instead of the 16-bit one (TE Linear forward: the quantized input, columnwise
+usage only, is what is saved for backward; MXFP8 adds one 1-byte scale per 32 elements, left out). What
+changes: the QKV and fc1 inputs (norm outputs) and the fc2 input take 1 byte per element; the attention output
+stays 16-bit for the fused-attention backward and the projection keeps its own FP8 copy (+1 byte); norm
+inputs, Q/K/V, the fc1 output (the activation function's backward input) and the dropout masks are unchanged.
+MHA, f = 4h, SP: 34 sbh/t -> 29 sbh/t.
 """
 import jax.numpy as jnp
 
 from ..space import Recompute, Schedule, Sharding
 
 
-def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train):
-    """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute)."""
+def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train, gemm_input_bytes=2.0):
+    """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute).
+    gemm_input_bytes: bytes per element of the inputs the linear layers save for their weight gradients
+    (2: 16-bit; 1: FP8 GEMMs, Transformer Engine)."""
     s, b, h = seq / cp, mbs, m.hidden
+    gin = gemm_input_bytes
     sbh = s * b * h
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
-    sp_part = 10.0 * sbh / sp_div
+    # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each
+    sp_part = (6.0 + 2.0 * gin) * sbh / sp_div
     qkv = 2.0 * s * b * (m.heads * m.head_dim + 2.0 * m.kv_heads * m.head_dim)
-    proj_in = 2.0 * s * b * m.heads * m.head_dim
-    mlp_hidden = 2.0 * s * b * m.ffn * m.mlp_mats
+    # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
+    proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * m.heads * m.head_dim
+    # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes)
+    mlp_hidden = s * b * m.ffn * (2.0 * (m.mlp_mats - 1.0) + gin)
     tp_part = (qkv + proj_in + mlp_hidden) / tp
     scores = 5.0 * m.heads * s * seq * b / tp
     scores = jnp.where((train.flash > 0) | (recompute != Recompute.NONE), 0.0, scores)
