@@ -393,8 +393,12 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                       "rack_gpus_per_node)")
     system = _system(gpu, v["n_gpus"], gpn, v.get("link_gbps"), v.get("link_latency_ms"), file, n)
     # Megatron-LM gradient buffers: fp16 runs keep and all-reduce 16-bit grads unless
-    # --accumulate-allreduce-grads-in-fp32; bf16 forces fp32 accumulation and reduction (arguments.py).
-    gbytes = 2.0 if v["precision"] == "fp16" else 4.0
+    # --accumulate-allreduce-grads-in-fp32; bf16 forces fp32 accumulation and reduction (arguments.py). A profile
+    # whose framework says otherwise states its gradient bytes (Megatron-Bridge / NeMo perf recipes:
+    # grad_reduce_in_fp32 = False, 16-bit gradient buffers).
+    gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
+    if "grad_bytes" in profile:
+        filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]))

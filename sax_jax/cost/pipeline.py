@@ -90,7 +90,7 @@ class PipelineTerms(NamedTuple):
     total_s: jax.Array  # the whole forward/backward phase of the step
 
 
-def pipeline_terms(ctx, d, model, train, t_f, t_b, t_w) -> PipelineTerms:
+def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
     """The schedule over per-microbatch stage times t_f, t_b (t_w of it the weight gradients), in seconds."""
     pp, micro = d.pp, ctx.microbatches
     hop_levels = hops_per_level(pp, ctx.pp.members)
@@ -103,7 +103,7 @@ def pipeline_terms(ctx, d, model, train, t_f, t_b, t_w) -> PipelineTerms:
     steady_s = micro * (t_f + t_b)
     in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
     acts = in_flight * ctx.layers_stage * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
-                                                                     model, train)
+                                                                     model, train, gpu.gemm_input_bytes)
     # every hop carries each microbatch's activation forward and its gradient back, v times when interleaved
     passes = jnp.where(d.schedule == Schedule.INTERLEAVED, d.vpp, 1.0)
     cross = (jnp.sum(ctx.xb * hop_levels) * micro * 2.0 * act_pp_bytes * passes * d.tp * d.cp * ctx.dp)

@@ -42,7 +42,7 @@ def step_time(params, d) -> Cost:
     t_w = ctx.layers_stage * ctx.layer.weight_grad_s
 
     # ---- the schedule, then once per step: data-parallel sync, optimizer, failure stalls
-    pipe = pipeline_terms(ctx, d, model, train, t_f, t_b, t_w)
+    pipe = pipeline_terms(ctx, d, model, train, params.gpu, t_f, t_b, t_w)
     optimizer = optimizer_term(ctx, d, params.gpu)
     stall, total = stall_term(ctx, d, params.net, params.transport, pipe.total_s + dp.step_s + optimizer.step_s)
 
