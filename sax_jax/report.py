@@ -108,4 +108,22 @@ def print_eval(rec: dict, console: Console | None = None):
     con.print(cr)
     for r in rec["reasons"]:
         con.print(f"[red]infeasible:[/red] {r}")
+    print_published(rec.get("published"), rec, con)
     print_warnings(rec.get("warnings", []), con)
+
+
+def print_published(pub: dict | None, rec: dict, con: Console):
+    """The validation set's measurements next to the prediction (sax_jax.published)."""
+    if not pub:
+        return
+    for run in pub["exact"]:
+        con.print(f"published: {run['id']} ({run['source']}): step {fmt_time(run['measured_step_s'])}, MFU "
+                  f"{100 * run['measured_mfu']:.1f} % measured; predicted {fmt_time(rec['raw_step_time_s'])}, "
+                  f"MFU {100 * rec['mfu']:.1f} %")
+    k = pub["class"]
+    if not pub["exact"] and k["runs"]:
+        con.print(f"published: no run with this layout; {k['runs']} run(s) of {k['model']} on {k['gpu']} "
+                  f"({k['gpus_range'][0]:,}-{k['gpus_range'][1]:,} GPUs, {'/'.join(k['precisions'])}) reached MFU "
+                  f"{100 * k['mfu_range'][0]:.1f}-{100 * k['mfu_range'][1]:.1f} % of their precision's peak")
+    elif not k["runs"]:
+        con.print(f"published: no run of {k['model']} on {k['gpu']} in the validation set")

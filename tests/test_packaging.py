@@ -48,7 +48,7 @@ def test_build_carries_configs_and_validation_data(built):
 def test_installed_layout_runs_from_an_empty_directory(built, tmp_path):
     out = _run(built, str(tmp_path), "space", "default", "--json")
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout)["size"] == 6_561_000
+    assert json.loads(out.stdout)["size"] == 8_748_000
     probe = subprocess.run([sys.executable, "-c", "import sax_jax.resources as r; print(r.configs_dir())"],
                            cwd=str(tmp_path), env={**os.environ, "PYTHONPATH": built}, capture_output=True,
                            text=True, timeout=120)
@@ -67,7 +67,7 @@ def test_checkout_finds_its_configs():
                                   os.path.join(CONFIGS, "scenarios", "default.yaml")])
 def test_scenario_by_name_or_path(name, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # not the checkout: configs/scenarios/... falls back to the bundled copy
-    assert sx.load_scenario(name).space.size == 6_561_000
+    assert sx.load_scenario(name).space.size == 8_748_000
 
 
 def test_sax_configs_env(tmp_path, monkeypatch):

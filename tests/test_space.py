@@ -9,7 +9,7 @@ from sax_jax.space import AXES, PLACEMENTS, placement_inner_table
 
 
 @settings(max_examples=50, deadline=None)
-@given(st.integers(min_value=0, max_value=6_561_000 - 1))
+@given(st.integers(min_value=0, max_value=8_748_000 - 1))
 def test_decode_matches_host_digits(default_scenario, i):
     space = default_scenario.space
     d = space.decode(jnp.int32(i))

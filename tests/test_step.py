@@ -83,7 +83,7 @@ def test_violation_codes(default_scenario):
         "TP_DIVIDES": dict(tp=16),  # 8 kv heads
         "GPU_COUNT": dict(cp=3),
         "MEMORY": dict(recompute="none", sharding="zero0"),
-        "SCHEDULE": dict(vpp=2),  # vpp > 1 with 1F1B
+        "SCHEDULE": dict(vpp=2, schedule="1f1b"),  # vpp > 1 with 1F1B
         "BATCH": dict(mbs=3),
         "EXPERTS": dict(ep=2),  # dense model
         "TRANSPORT": dict(transport="bounded_loss") if "bounded_loss" in sc.space.transport_names else None,
@@ -103,8 +103,10 @@ def test_violation_codes(default_scenario):
 def test_placement_decides_what_crosses_buildings(default_scenario):
     """PP across buildings (production) vs DP across buildings: the groups' spans and the time follow."""
     sc = default_scenario
-    pp_across = _one(sc, placement="tp-cp-dp-pp")
-    dp_across = _one(sc, placement="tp-cp-pp-dp")
+    # 1F1B: each microbatch crosses the pipeline's building boundary once each way (the interleaved production
+    # baseline crosses it vpp = 8 times, which outweighs the gradient reduction in bytes)
+    pp_across = _one(sc, placement="tp-cp-dp-pp", schedule="1f1b", vpp=1)
+    dp_across = _one(sc, placement="tp-cp-pp-dp", schedule="1f1b", vpp=1)
     campus = 2
     assert pp_across["group_levels"][2][campus] == 2 and pp_across["group_levels"][3][campus] == 1
     assert dp_across["group_levels"][3][campus] == 2 and dp_across["group_levels"][2][campus] == 1

@@ -3,6 +3,7 @@ import json
 
 from ..config import check_axis_value, load_scenario
 from ..evaluate import evaluate_one
+from ..published import published_for
 from ..report import eval_record, json_safe, print_eval
 from ..space import AXES, CATEGORICAL_AXES
 from ..specs import ConfigError
@@ -46,6 +47,7 @@ def run(args) -> int:
         raise ConfigError(None if key and key.startswith("--") else err.file, key, err.value,
                           err.problem, err.hint) from None
     rec = eval_record(scenario, scenario.space.to_dict(design), evaluate_one(scenario, design))
+    rec["published"] = published_for(scenario, rec["design"])
     if args.json:
         print(json.dumps(json_safe(rec), indent=2, allow_nan=False, default=str))
     else:

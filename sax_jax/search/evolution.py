@@ -140,7 +140,7 @@ def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 500
     t0 = time.perf_counter()
     key, k_explore = jax.random.split(jax.random.PRNGKey(seed))
     n_explore = explore_count(problem, int(budget)) if do_explore else 0
-    seeds = explore(problem, k_explore, n_explore)
+    seeds = explore(problem, k_explore, n_explore, problem.anchors)
     pop_init = strategy in POPULATION_BASED and n_explore < popsize
     per, segments, left = plan(int(budget) - n_explore, popsize, polish_reserve(problem, int(budget)), pop_init)
     total = per * segments

@@ -47,6 +47,7 @@ class Problem:
     scenario: Any = None
     perm: tuple = ()  # per axis: digit -> index into the scenario's option list
     numeric: tuple = ()  # per axis: True where options are ordered numbers (default: ``relaxable``)
+    anchors: tuple = ()  # digits of known-good designs (a scenario's baselines) that seed the strategies
 
     @property
     def n_axes(self) -> int:
@@ -158,13 +159,18 @@ def explore_count(problem: Problem, budget: int) -> int:
     return int(b * (int(budget * EXPLORE_FRACTION) // b))
 
 
-def explore(problem: Problem, key, n: int):
-    """``n`` uniform samples, best first: (digits [n, axes], fitness [n], value [n]) as numpy arrays.
+def explore(problem: Problem, key, n: int, anchors=()):
+    """``n`` samples, best first: (digits [n, axes], fitness [n], value [n]) as numpy arrays: uniform ones, the
+    last of them replaced by ``anchors`` (known-good designs, e.g. the scenario's baselines).
     Random search at a fraction of the budget finds the right basin surprisingly often in these spaces; the
-    strategies start from its best points instead of from blind guesses."""
+    strategies start from its best points instead of from blind guesses, and a search seeded with the baselines
+    can only end at or below the best of them (the polish then looks for a better neighbour)."""
     if n <= 0:
         return (np.zeros((0, problem.n_axes), np.int32), np.zeros((0,), np.float32), np.zeros((0,), np.float32))
-    digits = np.asarray(random_digits(key, (n,), tuple(problem.radices)))
+    digits = np.array(random_digits(key, (n,), tuple(problem.radices)))  # a writable host copy
+    anchors = np.asarray(anchors, np.int32).reshape(-1, problem.n_axes)[:n]
+    if len(anchors):
+        digits[n - len(anchors):] = anchors
     f, v = evaluate_digits(problem, digits)
     order = np.argsort(f, kind="stable")
     return digits[order], f[order], v[order]
@@ -326,9 +332,16 @@ def scenario_problem(scenario, params=None) -> Problem:
         values.append(vals)
         relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
         tables.append(jnp.asarray(vals, axis_dtype(ax)))
-    return Problem(radices=scenario.space.radices, fitness_fn=scenario_fitness, aux=(params, tuple(tables)),
-                   values=tuple(values), relaxable=tuple(relaxable), smooth_fn=scenario_smooth, names=AXES,
-                   scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))
+    problem = Problem(radices=scenario.space.radices, fitness_fn=scenario_fitness, aux=(params, tuple(tables)),
+                      values=tuple(values), relaxable=tuple(relaxable), smooth_fn=scenario_smooth, names=AXES,
+                      scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))
+    anchors = []
+    for name in scenario.baselines:
+        try:  # a baseline with a value outside the space's options cannot seed it
+            anchors.append(tuple(int(x) for x in design_digits(problem, scenario.baseline_design(name))))
+        except ValueError:
+            continue
+    return dataclasses.replace(problem, anchors=tuple(anchors))
 
 
 def scenario_digits(problem: Problem, digits) -> list:

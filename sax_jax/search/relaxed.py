@@ -139,7 +139,7 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
     reserve = polish_reserve(problem, budget)
     key, k_explore = jax.random.split(jax.random.PRNGKey(seed))
     n_explore = explore_count(problem, budget) if do_explore else 0
-    seeds = explore(problem, k_explore, n_explore)
+    seeds = explore(problem, k_explore, n_explore, problem.anchors)
     steps = max((budget - n_explore - reserve - 1) // per_step, 1)
     segments = min(N_SEGMENTS, steps)
     per = steps // segments
