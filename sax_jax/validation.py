@@ -1,7 +1,7 @@
 """Published training runs -> predicted vs measured metrics, errors and MAPE per dataset.
 
 A *case* is one published run: model shape, GPU type and count, parallel layout, batch, the measured metric
-and its source. Cases come from CSV files with the columns of ``shared/data/published_runs.csv`` (plus the
+and its source. Cases come from CSV files with the columns of ``configs/data/published_runs.csv`` (plus the
 optional network columns below) or from YAML case files in ``configs/validation/`` that also carry a dataset
 *profile*: the run settings the paper states for all its runs (flash attention, optimizer sharding, overlap)
 and the documented defaults for cells it leaves empty. Empty cells are filled from the profile (or from
@@ -144,10 +144,10 @@ def read_csv(path: str) -> tuple[list, list]:
     if not header or not rows:
         raise S.ConfigError(path, None, "no header" if not header else "header only",
                             "the CSV file has no runs", "give one header line and at least one row with the "
-                            "columns of shared/data/published_runs.csv")
+                            "columns of configs/data/published_runs.csv (bundled)")
     unknown = [c for c in header if c not in COLUMNS + OPTIONAL_COLUMNS + EXTRA_COLUMNS]
     missing = [c for c in COLUMNS if c not in header]
-    errors = [CaseError(path, 1, c, c, "unknown column; columns are those of shared/data/published_runs.csv "
+    errors = [CaseError(path, 1, c, c, "unknown column; columns are those of configs/data/published_runs.csv (bundled) "
                                        f"plus {', '.join(OPTIONAL_COLUMNS + EXTRA_COLUMNS)}") for c in unknown]
     if missing:
         # a missing column is a missing cell in every row: rows that can do without it still run
@@ -178,6 +178,10 @@ def _files(p) -> list:
         return files + sorted(glob.glob(os.path.join(p, "data", "*.csv")))
     if os.path.exists(p):
         return [p]
+    from .resources import _bundled_fallback  # `configs/validation/...` outside a clone: the bundled copy
+    found = _bundled_fallback(os.fspath(p), "validation")
+    if found is not None:
+        return _files(found)
     raise S.ConfigError(p, None, p, "no such file or directory", "give case files, directories or CSVs")
 
 

@@ -1,7 +1,7 @@
 """`sax validate [PATH ...] [--dataset NAME] [--json]`: predicted vs measured on published training runs.
 
 PATH: case files (configs/validation/*.yaml), directories of them (with their data/*.csv), or CSV files with
-the columns of shared/data/published_runs.csv (+ optional gpus_per_node, link_gbps, link_latency_ms and the
+the columns of configs/data/published_runs.csv (bundled with the package) (+ optional gpus_per_node, link_gbps, link_latency_ms and the
 public-run columns ep, etp, fsdp, experts, top_k, moe_ffn, shared_experts, dense_layers, schedule, head_dim,
 sharding, overlap, features, exclude). Default: configs/validation/ (27 Megatron-LM runs + the public-run
 collection). Bad rows are reported (file, row, column) and the other rows still run; the exit status is 1 when

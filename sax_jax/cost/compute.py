@@ -61,29 +61,29 @@ def attention_efficiency(s_kv, eff_max, half_seq):
     return eff_max * s_kv / (s_kv + half_seq)
 
 
-def layer_flops(mb, seq, m, moe_layer_weight, imbalance=None):
+def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     """Forward FLOPs of one layer on one full (unsplit) microbatch: (qkv, proj, mlp, attention core).
 
     imbalance (max/mean expert load, default the model's) scales the expert work of the busiest GPU;
     model FLOPs pass 1.0 because the extra waiting is not useful work.
     """
-    imbalance = m.imbalance if imbalance is None else imbalance
+    imbalance = model.imbalance if imbalance is None else imbalance
     bs = mb * seq
-    h, d = m.hidden, m.head_dim
-    qkv = 2.0 * bs * h * (m.heads * d + 2.0 * m.kv_heads * d)
-    proj = 2.0 * bs * (m.heads * d) * h
-    dense_mlp = 2.0 * bs * h * m.ffn * m.mlp_mats
-    expert_mlp = 2.0 * bs * h * m.expert_ffn * m.mlp_mats * (m.top_k * imbalance + m.shared_experts)
+    h, d = model.hidden, model.head_dim
+    qkv = 2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d)
+    proj = 2.0 * bs * (model.heads * d) * h
+    dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
+    expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance + model.shared_experts)
     mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
-    attn = 4.0 * mb * seq * seq * m.heads * d
+    attn = 4.0 * mb * seq * seq * model.heads * d
     return qkv, proj, mlp, attn
 
 
-def model_flops_per_sequence(seq, m):
+def model_flops_per_sequence(seq, model):
     """Training FLOPs of one sequence (3x forward, no recompute, full attention as Megatron counts)."""
-    qkv, proj, mlp, attn = layer_flops(1.0, seq, m, m.moe_fraction, imbalance=1.0)
-    logits = 2.0 * seq * m.hidden * m.vocab
-    return 3.0 * (m.layers * (qkv + proj + mlp + attn) + logits)
+    qkv, proj, mlp, attn = layer_flops(1.0, seq, model, model.moe_fraction, imbalance=1.0)
+    logits = 2.0 * seq * model.hidden * model.vocab
+    return 3.0 * (model.layers * (qkv + proj + mlp + attn) + logits)
 
 
 class LayerTimes(NamedTuple):
@@ -96,11 +96,11 @@ class LayerTimes(NamedTuple):
     recompute_selective_s: jnp.ndarray  # what selective recompute adds (the attention core again)
 
 
-def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
+def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios."""
     t, c = design_tp, design_cp
     split = t * c
-    qkv, proj, mlp, attn = layer_flops(mbs, seq, m, m.moe_fraction)
+    qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
     gt = lambda fl: gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)  # noqa: E731
     linear_f = gt(qkv) + gt(proj) + gt(mlp)
     flash = train.flash > 0
@@ -108,14 +108,14 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
     attn_eff = attention_efficiency(seq / c, g.attention_max, g.attention_half_seq)
     attn_flash_f = 0.5 * attn / split / (g.peak_flops_16bit * attn_eff)
-    scores = mbs * m.heads * seq * seq / split
+    scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
     gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
-    elem_bytes = tokens * (ELEMENTWISE_BYTES_PER_H * m.hidden / sp_split
-                           + ELEMENTWISE_BYTES_PER_F * m.ffn * m.mlp_mats / 2.0 / t)
+    elem_bytes = tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
+                           + ELEMENTWISE_BYTES_PER_F * model.ffn * model.mlp_mats / 2.0 / t)
     softmax_bytes = SOFTMAX_BYTES_PER_SCORE * scores
     elem_f = elem_bytes / mem_bw
     softmax_f = softmax_bytes / mem_bw
@@ -127,12 +127,12 @@ def layer_times(design_tp, design_cp, mbs, seq, m, g, train) -> LayerTimes:
                       recompute_selective_s=attn_f)
 
 
-def logits_times(tp, cp, mbs, seq, m, g):
+def logits_times(tp, cp, mbs, seq, model, g):
     """Output layer + cross-entropy on the last stage: (fwd, bwd) seconds. The output layer is 16-bit even in
     FP8 training (outside Megatron's per-layer fp8 region; skipped by torchtitan's Float8 converter)."""
-    flops = 2.0 * mbs * seq * m.hidden * m.vocab / (tp * cp)
+    flops = 2.0 * mbs * seq * model.hidden * model.vocab / (tp * cp)
     f = gemm_time_s(flops, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)
-    ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * m.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
+    ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * model.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
 
 

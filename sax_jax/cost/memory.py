@@ -24,23 +24,23 @@ import jax.numpy as jnp
 from ..space import Recompute, Schedule, Sharding
 
 
-def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, m, train, gemm_input_bytes=2.0):
+def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0):
     """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute).
     gemm_input_bytes: bytes per element of the inputs the linear layers save for their weight gradients
     (2: 16-bit; 1: FP8 GEMMs, Transformer Engine)."""
-    s, b, h = seq / cp, mbs, m.hidden
+    s, b, h = seq / cp, mbs, model.hidden
     gin = gemm_input_bytes
     sbh = s * b * h
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
     # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each
     sp_part = (6.0 + 2.0 * gin) * sbh / sp_div
-    qkv = 2.0 * s * b * (m.heads * m.head_dim + 2.0 * m.kv_heads * m.head_dim)
+    qkv = 2.0 * s * b * (model.heads * model.head_dim + 2.0 * model.kv_heads * model.head_dim)
     # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
-    proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * m.heads * m.head_dim
+    proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * model.head_dim
     # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes)
-    mlp_hidden = s * b * m.ffn * (2.0 * (m.mlp_mats - 1.0) + gin)
+    mlp_hidden = s * b * model.ffn * (2.0 * (model.mlp_mats - 1.0) + gin)
     tp_part = (qkv + proj_in + mlp_hidden) / tp
-    scores = 5.0 * m.heads * s * seq * b / tp
+    scores = 5.0 * model.heads * s * seq * b / tp
     scores = jnp.where((train.flash > 0) | (recompute != Recompute.NONE), 0.0, scores)
     none_or_sel = sp_part + tp_part + scores
     full = 2.0 * sbh / sp_div
@@ -60,17 +60,17 @@ def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
                       [gpipe, onef, inter, onef, zb2], la)
 
 
-def params_per_gpu(tp, pp, ep, m, layers_stage):
+def params_per_gpu(tp, pp, ep, model, layers_stage):
     """(dense params, expert params) held by one GPU of the first (fullest) pipeline stage."""
-    h, d = m.hidden, m.head_dim
-    attn = h * (m.heads * d + 2.0 * m.kv_heads * d) + m.heads * d * h + 2.0 * h
-    dense_mlp = m.mlp_mats * h * m.ffn
-    expert_mlp = m.mlp_mats * h * m.expert_ffn
-    dense = layers_stage * (attn + (1.0 - m.moe_fraction) * dense_mlp
-                            + m.moe_fraction * m.shared_experts * expert_mlp) / tp
-    experts = layers_stage * m.moe_fraction * m.experts * expert_mlp / (tp * ep)
+    h, d = model.hidden, model.head_dim
+    attn = h * (model.heads * d + 2.0 * model.kv_heads * d) + model.heads * d * h + 2.0 * h
+    dense_mlp = model.mlp_mats * h * model.ffn
+    expert_mlp = model.mlp_mats * h * model.expert_ffn
+    dense = layers_stage * (attn + (1.0 - model.moe_fraction) * dense_mlp
+                            + model.moe_fraction * model.shared_experts * expert_mlp) / tp
+    experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (tp * ep)
     # input embedding on the first stage; with one stage the output layer too unless tied
-    emb = m.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - m.tied)
+    emb = model.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - model.tied)
     return dense + emb, experts
 
 

@@ -16,14 +16,14 @@ FWD_ALLTOALLS = 2.0
 BWD_ALLTOALLS = 4.0
 
 
-def moe_alltoall_bytes(tokens_per_gpu, m, act_bytes=2.0):
-    return tokens_per_gpu * m.hidden * act_bytes * m.top_k * (1.0 - m.locality) * m.imbalance
+def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
+    return tokens_per_gpu * model.hidden * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
 
 
-def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, m, alpha_s, bw_Bps):
+def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):
     """(forward, backward) seconds of one MoE layer's all-to-alls: dispatch + combine, twice in backward."""
-    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, m), alpha_s, bw_Bps)
-    one = jnp.where(m.experts > 0, one, 0.0)
+    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, model), alpha_s, bw_Bps)
+    one = jnp.where(model.experts > 0, one, 0.0)
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 
 

