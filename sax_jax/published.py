@@ -17,7 +17,7 @@ LAYOUT_AXES = ("tp", "pp", "cp", "mbs")
 def measured_step_s(case) -> float:
     """The measured step time of a case, whatever metric its source published."""
     sc = case.scenario
-    gbs, n = sc.training.global_batch_sequences, sc.system.n_gpus
+    gbs = sc.training.global_batch_sequences
     if case.metric == "iteration_s":
         return float(case.measured)
     if case.metric == "tokens_per_s":
