@@ -7,13 +7,13 @@ Same seed, same result. ``--json`` prints one object: {"method", "best": {"desig
 from __future__ import annotations
 
 import json
-import math
 import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from . import whole_number
 from ..config import load_scenario
 from ..report import fmt_time, json_safe
 from ..search.runner import MAX_BUDGET, METHODS, check_search_args, run_search
@@ -91,17 +91,6 @@ def run(args) -> int:
     return 0
 
 
-def _int(text: str) -> int:
-    """A whole number (argparse type): '5000' and '5e3' yes, '2.5' no; ranges are checked in run()."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(text) from None
-    if not (math.isfinite(v) and v == int(v)):
-        raise ValueError(text)
-    return int(v)
-
-
 def register(sub):
     p = sub.add_parser("search", help="search a design space (exhaustive, evolution, relaxed, random)")
     p.add_argument("scenario", help="scenario: a bundled name (huge-four-buildings, default, ...) or a YAML path")
@@ -109,10 +98,10 @@ def register(sub):
     p.add_argument("--strategy", default=None,
                    help="evolution strategy: cma_es, ga, de (differential evolution), sa (simulated "
                         "annealing); default: de")
-    p.add_argument("--budget", type=_int, default=None,
+    p.add_argument("--budget", type=whole_number, default=None,
                    help=f"model evaluations at most, 1 to {MAX_BUDGET:,} (default 5000); evolution uses whole "
                         "generations, so it may stop a little below")
-    p.add_argument("--seed", type=_int, default=None, help="random seed, 0 to 2**32-1 (default 0; same seed, same "
+    p.add_argument("--seed", type=whole_number, default=None, help="random seed, 0 to 2**32-1 (default 0; same seed, same "
                                                            "result)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

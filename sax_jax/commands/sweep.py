@@ -11,6 +11,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from . import whole_number
 from ..config import load_scenario
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
@@ -224,17 +225,6 @@ def run(args) -> int:
     return 0
 
 
-def _int(text: str) -> int:
-    """A whole number (argparse type): '10' and '1e3' yes, '2.5' and 'x' no; the range is checked in run()."""
-    try:
-        v = float(text)
-    except ValueError:
-        raise ValueError(text) from None
-    if not (math.isfinite(v) and v == int(v)):
-        raise ValueError(text)
-    return int(v)
-
-
 def _count(text: str) -> int:
     v = float(text)
     if not (math.isfinite(v) and v >= 1 and v == int(v)):
@@ -245,14 +235,14 @@ def _count(text: str) -> int:
 def register(sub):
     p = sub.add_parser("sweep", help="exhaustive streaming sweep: running top-k and Pareto fronts, resumable")
     p.add_argument("scenario", help="scenario: a bundled name (default, huge-four-buildings, ...) or a YAML path")
-    p.add_argument("--top", type=_int, default=10, metavar="K",
+    p.add_argument("--top", type=whole_number, default=10, metavar="K",
                    help=f"designs to keep by the objective, 1 to {MAX_TOP:,} (default 10)")
     p.add_argument("--distinct", action="store_true",
                    help="top-k of distinct objective values: one design (the lowest index) per value, so designs "
                         "that differ only in knobs without effect there do not fill the list")
     p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
-    p.add_argument("--devices", type=_int, default=None, metavar="N", help="use the first N devices (default all)")
+    p.add_argument("--devices", type=whole_number, default=None, metavar="N", help="use the first N devices (default all)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="PNG", help="write the Pareto fronts, top-k and baselines as a plot")
     p.add_argument("--max-designs", type=_count, default=None, metavar="N", help="sweep only the first N designs")
@@ -266,6 +256,6 @@ def register(sub):
     p.add_argument("--distributed", action="store_true",
                    help="multi-host: jax.distributed.initialize() from the cluster environment (SLURM, MPI)")
     p.add_argument("--coordinator", default=None, metavar="HOST:PORT", help="multi-host by hand: coordinator address")
-    p.add_argument("--num-processes", type=_int, default=None, metavar="N", help="with --coordinator")
-    p.add_argument("--process-id", type=_int, default=None, metavar="I", help="with --coordinator")
+    p.add_argument("--num-processes", type=whole_number, default=None, metavar="N", help="with --coordinator")
+    p.add_argument("--process-id", type=whole_number, default=None, metavar="I", help="with --coordinator")
     p.set_defaults(func=run)
