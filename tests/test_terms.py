@@ -240,3 +240,21 @@ def test_engine_caches_are_bounded():
     assert engine.program(("k", 4), lambda: -1) == 4 and engine.compiles == 5
     with pytest.raises(ValueError):
         Engine(max_programs=0)
+
+
+def test_nccl_launch_latency_per_call(default_scenario, default_params):
+    """With free bandwidth and zero hop latency a TP group still pays NCCL's fixed 8.4 us per collective call
+    (tuning model baseLat, ring/Simple): per layer and microbatch, under sequence parallelism, 2 x (AG + RS) in the
+    forward, 2 x (AG + RS) + 2 re-gathers in the backward; the production baseline does no recompute."""
+    from sax_jax.cost.collectives import NCCL_BASE_LATENCY_S, launch_s
+    assert float(launch_s(jnp.asarray([1.0, 1.0]), 3.0)) == 0.0
+    assert float(launch_s(jnp.asarray([8.0, 1.0]), 3.0)) == pytest.approx(3 * 8.4e-6)
+    p = default_params
+    free = p._replace(net=p.net._replace(bw_Bps=p.net.bw_Bps * 1e9, latency_s=p.net.latency_s * 0.0))
+    d = default_scenario.baseline_design("production", {"overlap": "dp", "recompute": "none"})
+    assert float(p.train.seq_parallel) == 1.0
+    ctx = context(free, d)
+    c = step_time(free, d)
+    calls = 2 * 2 + (2 * 2 + 2)
+    expected = float(ctx.microbatches) * float(ctx.layers_stage) * calls * NCCL_BASE_LATENCY_S
+    assert float(c.breakdown.tp) == pytest.approx(expected, rel=1e-3)

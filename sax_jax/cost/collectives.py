@@ -10,6 +10,15 @@ import jax.numpy as jnp
 from .placement import spans
 
 _BIG = 1e30
+# NCCL's tuning model charges every collective a fixed latency besides its per-step hop latencies (which alpha
+# carries): baseLat[Ring][Simple] = 8.4 us (NCCL src/graph/tuning.cc, 2.1x releases; LL and LL128, used for
+# small messages, 6.6 and 14 us). A term that issues `calls` collectives adds `launch_s(k, calls)`.
+NCCL_BASE_LATENCY_S = 8.4e-6
+
+
+def launch_s(k, calls):
+    """Fixed latency of ``calls`` NCCL collectives over a group with participants k [L] (none for one GPU)."""
+    return jnp.where(jnp.prod(k) > 1.0 + 1e-6, calls * NCCL_BASE_LATENCY_S, 0.0)
 
 
 def bottleneck(k, alpha_s, bw_Bps):

@@ -21,7 +21,7 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
-from .collectives import bytes_per_level_allreduce, hierarchical_allreduce_s, tree_allreduce_s
+from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, tree_allreduce_s
 from .memory import model_state_bytes
 from .overlap import exposed_s
 from .placement import spans
@@ -96,6 +96,8 @@ def dp_term(ctx, d, train, gpu):
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
     fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
                                     ctx.alpha_s, ctx.bw_Bps)
+    # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
+    fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = gpu.overlap_slowdown
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
@@ -103,6 +105,9 @@ def dp_term(ctx, d, train, gpu):
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
                                      grad_bytes, param_bytes, ctx.alpha_s, ctx.bw_Bps)
     buckets = jnp.maximum(params_gpu / BUCKET_PARAMS, 1.0)
+    # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
+    grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
+    param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     # reductions hide under the last microbatch's backward compute, the gather under the first forward's
     bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
     fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s

@@ -9,7 +9,7 @@ measured backward is about twice the forward), full recompute the forward's agai
 import jax.numpy as jnp
 
 from ..space import Recompute
-from .collectives import all_to_all_s
+from .collectives import all_to_all_s, launch_s
 from .terms import Term
 
 FWD_ALLTOALLS = 2.0
@@ -22,7 +22,7 @@ def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
 
 def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):
     """(forward, backward) seconds of one MoE layer's all-to-alls: dispatch + combine, twice in backward."""
-    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, model), alpha_s, bw_Bps)
+    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, model), alpha_s, bw_Bps) + launch_s(k_ep, 1.0)
     one = jnp.where(model.experts > 0, one, 0.0)
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 

@@ -22,7 +22,13 @@ def tp_term(ctx, d, train, gpu):
     k = ctx.tp.participants
     allreduce_s = coll.ring_allreduce_s(k, ctx.act_bytes, ctx.alpha_s, ctx.bw_Bps)
     sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
-    bwd_volume_s = BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
+    # NCCL calls: an all-reduce is one, under sequence parallelism an all-gather plus a reduce-scatter, and the
+    # backward's re-gather is one all-gather per linear pair
+    fwd_calls = FWD_ALLREDUCES * (1.0 + sp_allreduces)
+    bwd_calls = BWD_ALLREDUCES * (1.0 + sp_allreduces) + 2.0 * sp_allreduces
+    fwd_volume_s = FWD_ALLREDUCES * allreduce_s + coll.launch_s(k, fwd_calls)
+    bwd_volume_s = (BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
+                    + coll.launch_s(k, bwd_calls))
     # --tp-comm-overlap hides the collectives under the neighbouring GEMMs (forward: one pass of them,
     # backward: two). Its mechanism (Transformer Engine's userbuffers: GEMM chunks that read and write peer
     # memory over NVLink, Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink
@@ -30,7 +36,7 @@ def tp_term(ctx, d, train, gpu):
     in_nvlink = jnp.all(jnp.where(ctx.is_network, k, 1.0) <= 1.0 + 1e-6)
     overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink
     slowdown = gpu.overlap_slowdown
-    fwd_layer_s = exposed_s(FWD_ALLREDUCES * allreduce_s, ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
+    fwd_layer_s = exposed_s(fwd_volume_s, ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
     bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
     full = d.recompute == Recompute.FULL
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
