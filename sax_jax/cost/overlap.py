@@ -9,10 +9,10 @@ the communication split into ``chunks`` pieces (buckets, layers), the last piece
 Overlap is not free: while a collective runs beside the GEMMs its kernels hold SMs (NCCL runs one thread block
 per channel, each on its own SM) and share HBM bandwidth, so the compute it hides under slows down. To first
 order the compute loses the collective's SM share ``slowdown`` = comm SMs / SMs for as long as both run, i.e.
-for the hidden part of the collective: cost = exposed + slowdown x hidden. (Wang et al. 2023, "Overlap
-communication with dependent computation via decomposition" (ASPLOS), and Pati et al. 2024, "T3" (ASPLOS),
-measure GEMM slowdowns of this order from concurrent NCCL kernels; HBM contention is left out, so this is a
-lower bound on the price.)
+for the hidden part of the collective: cost = exposed + slowdown x hidden. (The interference of concurrent
+collective kernels with GEMMs is the subject of Wang et al. 2023, "Overlap communication with dependent
+computation via decomposition", and Pati et al. 2024, "T3", both ASPLOS; the SM share is the first-order part of
+it. HBM contention is left out, so this is a lower bound on the price.)
 """
 import jax.numpy as jnp
 
