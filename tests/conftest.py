@@ -33,3 +33,21 @@ def scaled(params, **level_scales):
     """Params with per-level network fields multiplied (e.g. bw_Bps=2.0)."""
     net = params.net._replace(**{k: getattr(params.net, k) * v for k, v in level_scales.items()})
     return params._replace(net=net)
+
+
+def f32(x):
+    return jnp.asarray(x, jnp.float32)
+
+
+def hand_train(sp=1.0, flash=0.0):
+    """A hand-made TrainP: 4 x 2048-token sequences on 8 GPUs, 16-bit weights, fp32 grads, Adam."""
+    from sax_jax.params import TrainP
+    return TrainP(gbs=f32(4), seq=f32(2048), param_bytes=f32(2), grad_bytes=f32(4), grad_reduce_bytes=f32(4),
+                  opt_bytes=f32(12), seq_parallel=f32(sp), flash=f32(flash), allow_bounded=f32(0), n_gpus=f32(8))
+
+
+@pytest.fixture(scope="module")
+def m22():
+    from sax_jax.config import load_model
+    from sax_jax.params import model_params
+    return model_params(load_model(f"{CONFIGS}/models/megatron-22B.yaml"))

@@ -2,28 +2,19 @@
 FP8 activation bytes (derived by hand from the formulas' sources, see compute.py and memory.py)."""
 import glob
 
-import jax.numpy as jnp
 import pytest
 
-from sax_jax.config import load_gpu, load_model
+from sax_jax.config import load_gpu
 from sax_jax.cost.compute import attention_efficiency, layer_times, logits_times
 from sax_jax.cost.memory import activation_bytes_per_layer
-from sax_jax.params import GpuP, TrainP, gpu_params, model_params
+from sax_jax.params import GpuP, gpu_params
 from sax_jax.specs import Level, SystemSpec, Training
 
-from conftest import CONFIGS
-
-F = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-
-
-@pytest.fixture(scope="module")
-def m22():
-    return model_params(load_model(f"{CONFIGS}/models/megatron-22B.yaml"))
+from conftest import CONFIGS, f32 as F, hand_train
 
 
 def train(sp=1.0, flash=1.0):
-    return TrainP(gbs=F(4), seq=F(2048), param_bytes=F(2), grad_bytes=F(4), grad_reduce_bytes=F(4), opt_bytes=F(12),
-                  seq_parallel=F(sp), flash=F(flash), allow_bounded=F(0), n_gpus=F(8))
+    return hand_train(sp, flash)
 
 
 def gpu(**kw):

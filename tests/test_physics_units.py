@@ -1,31 +1,20 @@
 """Hand-derived golden values for the formula kernels (one physical concern each)."""
 import math
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from sax_jax.config import load_model
 from sax_jax.cost import collectives as coll
 from sax_jax.cost.compute import layer_flops, model_flops_per_sequence
 from sax_jax.cost.memory import activation_bytes_per_layer
 from sax_jax.cost.pipeline import pipeline_time_s
 from sax_jax.cost.transport import ecmp_efficiency, expected_extra_rounds, spray_efficiency
-from sax_jax.params import TrainP, model_params
 
-from conftest import CONFIGS
-
-F = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
-
-
-@pytest.fixture(scope="module")
-def m22():
-    return model_params(load_model(f"{CONFIGS}/models/megatron-22B.yaml"))
+from conftest import f32 as F, hand_train
 
 
 def train(sp=1.0, flash=0.0):
-    return TrainP(gbs=F(4), seq=F(2048), param_bytes=F(2), grad_bytes=F(4), grad_reduce_bytes=F(4), opt_bytes=F(12),
-                  seq_parallel=F(sp), flash=F(flash), allow_bounded=F(0), n_gpus=F(8))
+    return hand_train(sp, flash)
 
 
 # ---------------------------------------------------------------------------------------------- compute
