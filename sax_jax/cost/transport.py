@@ -81,7 +81,11 @@ def level_factors(net, tr, ecmp_tab, t, qps, channels):
     window_bytes = jnp.where(channels > 0, channels * tr.window_bytes[t] / tr.channels[t], tr.window_bytes[t])
     rtt_s = 2.0 * net.latency_s
     in_flight_bytes = net.bw_Bps * rtt_s
-    packets = jnp.maximum(jnp.minimum(window_bytes, in_flight_bytes) / net.mtu_bytes, 1.0)
+    # The loss tail is charged per collective step as extra latency, so it counts the packets of one window (the
+    # data the transport keeps in flight by its own setting), not min(window, bandwidth x RTT): with the latter a
+    # faster link put more packets in flight, raised the expected retransmission rounds and made a step SLOWER
+    # (a 16k-GPU ring pays (n-1) of these latencies; found by the monotonicity property test).
+    packets = jnp.maximum(window_bytes / net.mtu_bytes, 1.0)
     # spraying balances the packets that the M senders sharing the M paths keep in flight together
     lb = jnp.where(tr.ecmp[t] > 0, _interp_rows(ecmp_tab, qps),
                    spray_efficiency(net.paths, net.paths * window_bytes / net.mtu_bytes))
