@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from . import specs as S
-from .resources import find_scenario
+from .resources import bundled, find_scenario
 from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, DesignSpace
 
 OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu")
@@ -175,7 +175,7 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
         if isinstance(v, str) and name in bools:
             raise S.ConfigError(file, prefix + name, v, "must be true or false")
         if isinstance(v, str) and name not in ("name", "status", "source", "load_balancing", "loss_recovery",
-                                               "precision"):
+                                               "precision", "framework", "attention_kernel", "description"):
             try:  # PyYAML reads 1e10 (no sign in exponent) as a string
                 kwargs[name] = float(v)
             except ValueError:
@@ -237,6 +237,35 @@ def load_gpu(ref, base_file: str | None = None, key: str = "gpu") -> S.GpuSpec:
     spec = S.GpuSpec(efficiency=S.Efficiency(**_build(S.Efficiency, eff, file, "efficiency.")), **kwargs)
     spec.validate(file)
     return spec
+
+
+FRAMEWORKS_FILE = "frameworks.yaml"
+
+
+def load_frameworks(path: str | None = None) -> dict:
+    """{name: Framework} from the bundled ``frameworks.yaml`` (or ``path``)."""
+    path = path or bundled(FRAMEWORKS_FILE)
+    data = read_yaml(path)
+    table = data.get("frameworks") if isinstance(data, dict) else None
+    if not isinstance(table, dict) or not table:
+        raise S.ConfigError(path, "frameworks", table, "must map a framework name to its settings")
+    out = {}
+    for name, fields in table.items():
+        if not isinstance(fields, dict):
+            raise S.ConfigError(path, f"frameworks.{name}", fields, "must be a mapping of framework settings")
+        fw = S.Framework(name=str(name), **_build(S.Framework, fields, path, f"frameworks.{name}.", exclude=("name",)))
+        fw.validate(path)
+        out[str(name)] = fw
+    return out
+
+
+def load_framework(name: Any, file: str | None, key: str = "training.framework") -> S.Framework:
+    """A framework by its name in the bundled frameworks.yaml; an unknown name names the known ones."""
+    known = load_frameworks()
+    if not isinstance(name, str) or name not in known:
+        raise S.ConfigError(file, key, name, "unknown framework", f"known: {', '.join(sorted(known))} "
+                            f"(configs/{FRAMEWORKS_FILE})")
+    return known[name]
 
 
 def load_system(ref, base_file: str | None = None, key: str = "system") -> S.SystemSpec:
@@ -398,7 +427,9 @@ def load_scenario(path: str) -> Scenario:
     if not isinstance(data["training"], dict):
         raise S.ConfigError(path, "training", data["training"], "must be a mapping of training settings",
                             "e.g. training: {global_batch_sequences: 2048, seq_len: 8192}")
-    training = S.Training(**_whole(_build(S.Training, data["training"], path, "training."), "training"))
+    tkw = _whole(_build(S.Training, data["training"], path, "training."), "training")
+    tkw["framework"] = load_framework(tkw.get("framework", "megatron-te"), path)
+    training = S.Training(**tkw)
     training.validate(path)
     transports = load_transports(data.get("transports", "../network/transports.yaml"), path)
     names = tuple(t.name for t in transports)

@@ -89,6 +89,7 @@ class GpuP(NamedTuple):
     memory_bound: jnp.ndarray
     layer_overhead_s: jnp.ndarray
     overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
+    elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
 
 
 class NetP(NamedTuple):
@@ -166,14 +167,17 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
 
 
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
-    g, e = system.gpu, system.gpu.efficiency
+    """The GPU's constants as the training framework sees them: its attention kernel's speed relative to the
+    calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
+    g, e, fw = system.gpu, system.gpu.efficiency, training.framework
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
-        attention_max=e.attention_max, attention_half_seq=e.attention_half_seq,
+        attention_max=e.attention_max * g.attention_kernel_factor(fw.attention_kernel),
+        attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=1.0 if training.precision == "fp8" else 2.0, memory_bound=e.memory_bound,
-        layer_overhead_s=e.layer_overhead_us * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
+        layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
 
 
 def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:

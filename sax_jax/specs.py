@@ -124,6 +124,10 @@ RANGES = {
         "reroute_s": Range(0, 100_000, lo_open=True, why="seconds to route around a failure"),
         "tolerated_loss": Range(0, 1, hi_open=True, why="bounded-loss only: fraction dropped"),
     },
+    "framework": {
+        "elementwise_bytes_factor": Range(0.25, 20, why="HBM bytes of the memory-bound kernels / Megatron-TE's"),
+        "layer_overhead_us": Range(0, 1e6, why="extra fixed time per layer and pass, microseconds"),
+    },
     "training": {
         "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
         "seq_len": Range(1, 100_000_000, True, why="tokens per sequence"),
@@ -133,6 +137,8 @@ RANGES = {
         "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
     },
 }
+# a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
+ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings"),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss")}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
@@ -244,6 +250,8 @@ class GpuSpec:
     efficiency: Efficiency
     sm_count: int  # streaming multiprocessors
     comm_sms: int  # SMs a collective's kernels take while they overlap compute (NCCL: one per channel)
+    # attention kernel name -> its speed relative to the kernel attention_max was fitted on (Framework)
+    attention_kernels: dict = dataclasses.field(default_factory=dict)
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)
@@ -258,7 +266,17 @@ class GpuSpec:
         extra = sorted(set(self.peak_tflops) - set(PRECISIONS))
         _check(not extra, f"peak_tflops.{extra[0] if extra else ''}", None, "unknown precision",
                f"precisions are: {', '.join(PRECISIONS)}", file=file)
+        rng = ATTENTION_KERNEL_RANGE
+        for k, v in self.attention_kernels.items():
+            _check(isinstance(k, str) and k != BEST_KERNEL, f"attention_kernels.{k}", v,
+                   f"kernel names are strings other than {BEST_KERNEL!r} (the calibrated kernel)", file=file)
+            _check(rng.ok(v), f"attention_kernels.{k}", v, f"must be {rng.describe()} ({rng.why})", file=file)
         self.efficiency.validate(file)
+
+    def attention_kernel_factor(self, kernel: str) -> float:
+        """Speed of ``kernel`` relative to the calibrated one; a kernel the GPU does not list runs at 1.0 (no
+        published ratio for that GPU)."""
+        return 1.0 if kernel == BEST_KERNEL else float(self.attention_kernels.get(kernel, 1.0))
 
     def peak_flops(self, precision: str) -> float:
         return float(self.peak_tflops[precision]) * 1e12
@@ -356,6 +374,31 @@ class TransportSpec:
         _ranges(self, "transport", key + ".", file)
 
 
+BEST_KERNEL = "best"
+
+
+@dataclasses.dataclass(frozen=True)
+class Framework:
+    """A training software stack, described by how its kernels differ from the reference the per-GPU constants
+    were fitted on (Megatron-Core with Transformer Engine: fused elementwise kernels, cuDNN/FlashAttention).
+
+    attention_kernel names an entry of the GPU's ``attention_kernels`` (its speed relative to the calibrated
+    kernel); elementwise_bytes_factor scales the HBM traffic of the memory-bound layer kernels (eager PyTorch
+    runs norm, bias, activation, dropout and residual as separate kernels, each reading and writing the
+    activations); layer_overhead_us adds a fixed time per layer and pass (eager launches, FSDP hooks)."""
+    name: str = "megatron-te"
+    attention_kernel: str = BEST_KERNEL
+    elementwise_bytes_factor: float = 1.0
+    layer_overhead_us: float = 0.0
+    description: str = ""
+
+    def validate(self, file=None):
+        _ranges(self, "framework", f"frameworks.{self.name}.", file)
+        _check(isinstance(self.attention_kernel, str) and self.attention_kernel,
+               f"frameworks.{self.name}.attention_kernel", self.attention_kernel, "must be a kernel name",
+               f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)
+
+
 @dataclasses.dataclass(frozen=True)
 class Training:
     global_batch_sequences: int
@@ -368,9 +411,15 @@ class Training:
     sequence_parallel: bool = True
     flash_attention: bool = True
     allow_bounded_loss: bool = False  # bounded-loss transport changes training semantics
+    framework: "Framework" = None  # the software stack (None: the calibration reference, Megatron-TE)
+
+    def __post_init__(self):
+        if self.framework is None:
+            object.__setattr__(self, "framework", Framework())
 
     def validate(self, file=None):
         _ranges(self, "training", "training.", file)
+        self.framework.validate(file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)
 

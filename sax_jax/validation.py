@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import specs as S
-from .config import Scenario, load_gpu, load_transports, read_yaml
+from .config import Scenario, load_framework, load_gpu, load_transports, read_yaml
 from .cost import step_time
 from .cost.compute import layer_flops, model_flops_per_sequence
 from .params import build_params
@@ -405,7 +405,8 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
-                          flash_attention=bool(profile["flash_attention"]))
+                          flash_attention=bool(profile["flash_attention"]),
+                          framework=_framework(profile.get("framework", "megatron-te"), file))
     tpath = os.path.join(CONFIGS, "network", "transports.yaml")
     if tpath not in _TRANSPORTS:
         _TRANSPORTS[tpath] = load_transports(tpath)
@@ -451,6 +452,15 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     return Case(id=v["id"], dataset=ds or "(none)", source=v["source"], metric=v["metric"], measured=v["value"],
                 scenario=scen, design=design, filled=tuple(filled), notes=v["notes"],
                 approximations=tuple(approx), group=group)
+
+
+_FRAMEWORKS: dict = {}
+
+
+def _framework(name, file) -> S.Framework:
+    if name not in _FRAMEWORKS:
+        _FRAMEWORKS[name] = load_framework(name, file, key="framework")
+    return _FRAMEWORKS[name]
 
 
 # ------------------------------------------------------------------------------------------------ evaluating

@@ -114,7 +114,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
-    elem_bytes = tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
+    elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
                            + ELEMENTWISE_BYTES_PER_F * model.ffn * model.mlp_mats / 2.0 / t)
     softmax_bytes = SOFTMAX_BYTES_PER_SCORE * scores
     elem_f = elem_bytes / mem_bw

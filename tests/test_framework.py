@@ -1,0 +1,101 @@
+"""The training framework (configs/frameworks.yaml): its attention kernel's speed, its elementwise traffic and its
+per-layer overhead, each checked against a hand-derived value; the reference framework changes nothing."""
+import os
+
+import pytest
+
+from sax_jax.config import load_framework, load_frameworks, load_gpu, load_scenario
+from sax_jax.cost.compute import ELEMENTWISE_BYTES_PER_F, ELEMENTWISE_BYTES_PER_H, layer_times
+from sax_jax.params import gpu_params
+from sax_jax.specs import ConfigError, Framework, Level, SystemSpec, Training
+from sax_jax import validation as V
+
+from conftest import CONFIGS, f32 as F, hand_train
+from test_memory_attention import gpu
+
+
+def a100_system():
+    a100 = load_gpu(f"{CONFIGS}/hardware/A100-SXM-80GB.yaml")
+    return a100, SystemSpec(name="8xA100", gpu=a100, levels=(Level(name="node", size=8, bandwidth_GBps=300,
+                                                                       latency_us=1.0),))
+
+
+def test_elementwise_factor_scales_the_memory_bound_layer_kernels(m22):
+    # 22B: h = 6144, f = 24576, GeLU MLP (2 matrices). b = 1, s = 2048, t = 8, sequence parallel: the forward's
+    # elementwise bytes are b s (24 h / t + 6 f x 2 / 2 / t); at 3e12 B/s x memory_bound 0.5. A factor 2 adds exactly
+    # that much again to the forward and 1.2x (MEMORY_BWD_RATIO) of it to the backward.
+    b, s, t, h, f = 1, 2048, 8, 6144, 24576
+    elem_s = b * s * (ELEMENTWISE_BYTES_PER_H * h / t + ELEMENTWISE_BYTES_PER_F * f * 2 / 2 / t) / (3e12 * 0.5)
+    lt1 = layer_times(F(t), F(1), F(b), F(s), m22, gpu(), hand_train(1.0, 1.0))
+    lt2 = layer_times(F(t), F(1), F(b), F(s), m22, gpu(elementwise_factor=2.0), hand_train(1.0, 1.0))
+    assert float(lt2.fwd_s - lt1.fwd_s) == pytest.approx(elem_s, rel=1e-4)
+    assert float(lt2.bwd_s - lt1.bwd_s) == pytest.approx(1.2 * elem_s, rel=1e-4)
+    assert float(lt2.linear_fwd_s) == float(lt1.linear_fwd_s)  # GEMMs untouched
+
+
+def test_attention_kernel_ratio_and_overhead_reach_the_gpu_constants():
+    a100, system = a100_system()
+    ref = gpu_params(system, Training(global_batch_sequences=1, seq_len=2048))
+    triton = Framework(name="t", attention_kernel="triton", elementwise_bytes_factor=1.5, layer_overhead_us=7.0)
+    p = gpu_params(system, Training(global_batch_sequences=1, seq_len=2048, framework=triton))
+    # Dao 2023: FlashAttention-2 1.3-2.5x faster than FlashAttention in Triton on A100 -> 1/1.9 = 0.53
+    assert a100.attention_kernels["triton"] == pytest.approx(0.53)
+    assert float(p.attention_max) == pytest.approx(0.53 * a100.efficiency.attention_max, rel=1e-6)
+    assert float(p.layer_overhead_s) == pytest.approx((a100.efficiency.layer_overhead_us + 7.0) * 1e-6, rel=1e-6)
+    assert float(p.elementwise_factor) == 1.5 and float(ref.elementwise_factor) == 1.0
+    assert float(ref.attention_max) == pytest.approx(a100.efficiency.attention_max, rel=1e-6)
+    # a kernel the GPU does not list runs at the calibrated kernel's speed
+    other = Framework(name="o", attention_kernel="some-future-kernel")
+    q = gpu_params(system, Training(global_batch_sequences=1, seq_len=2048, framework=other))
+    assert float(q.attention_max) == float(ref.attention_max)
+
+
+def test_hopper_fa2_ratio_is_the_flashattention3_speedup():
+    # Shah et al. 2024: FlashAttention-3 is 1.5-2.0x faster than FlashAttention-2 on H100 -> 1/1.75
+    for name in ("H100-SXM-80GB", "H200"):
+        assert load_gpu(f"{CONFIGS}/hardware/{name}.yaml").attention_kernels["fa2"] == pytest.approx(1 / 1.75, abs=0.01)
+
+
+def test_bundled_frameworks_load_and_the_reference_is_neutral():
+    fws = load_frameworks()
+    assert {"megatron-te", "composer-fsdp", "torchtitan"} <= set(fws)
+    ref = fws["megatron-te"]
+    assert (ref.attention_kernel, ref.elementwise_bytes_factor, ref.layer_overhead_us) == ("best", 1.0, 0.0)
+    assert Training(global_batch_sequences=1, seq_len=1).framework == Framework()
+
+
+def test_unknown_framework_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError) as e:
+        load_framework("megatronn", "x.yaml")
+    assert "megatronn" in str(e.value) and "megatron-te" in str(e.value)
+    src = open(os.path.join(CONFIGS, "scenarios", "h100-building.yaml")).read()
+    p = tmp_path / "s.yaml"
+    src = src.replace("../", f"{CONFIGS}/").replace("training: {", "training: {framework: pytorch-magic, ", 1)
+    p.write_text(src)
+    with pytest.raises(ConfigError) as e:
+        load_scenario(str(p))
+    assert "training.framework" in str(e.value) and "pytorch-magic" in str(e.value)
+
+
+def test_bad_framework_and_kernel_values_are_refused(tmp_path):
+    p = tmp_path / "fw.yaml"
+    p.write_text("frameworks:\n  x:\n    elementwise_bytes_factor: 100\n")
+    with pytest.raises(ConfigError) as e:
+        load_frameworks(str(p))
+    assert "elementwise_bytes_factor" in str(e.value) and "100" in str(e.value)
+    src = open(os.path.join(CONFIGS, "hardware", "A100-SXM-80GB.yaml")).read()
+    h = tmp_path / "gpu.yaml"
+    h.write_text(src.replace("  triton: 0.53", "  triton: -1", 1))
+    with pytest.raises(ConfigError) as e:
+        load_gpu(str(h))
+    assert "attention_kernels.triton" in str(e.value)
+
+
+def test_validation_profiles_name_their_frameworks():
+    cases, errs = V.load_cases([V.VALIDATION_DIR])
+    assert not errs
+    by_ds = {}
+    for c in cases:
+        by_ds.setdefault(c.dataset, set()).add(c.scenario.training.framework.name)
+    assert by_ds["llm-foundry-a100"] == {"composer-fsdp"} and by_ds["torchtitan-h100"] == {"torchtitan"}
+    assert by_ds["korthikanti2022"] == {"megatron-te"} and by_ds["megatron-bridge-h100"] == {"megatron-te"}
