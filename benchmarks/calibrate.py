@@ -115,6 +115,9 @@ def make_objective(cases):
 PROVISIONAL = {
     "A100-SXM-80GB": {"gemm_max": 0.80, "gemm_half_flops": 2.0e10, "attention_max": 0.55, "memory_bound": 0.70,
                       "nvlink_bus": 0.80, "network_bus": 0.85, "layer_overhead_us": 20.0},
+    # Blackwell family prior (--family blackwell): B200.yaml's values before its first fit
+    "B200": {"gemm_max": 0.70, "gemm_half_flops": 1.2e11, "attention_max": 0.50, "memory_bound": 0.70,
+             "nvlink_bus": 0.80, "network_bus": 0.85, "layer_overhead_us": 20.0},
     "H100-SXM-80GB": {"gemm_max": 0.75, "gemm_half_flops": 6.0e10, "attention_max": 0.50, "memory_bound": 0.70,
                       "nvlink_bus": 0.80, "network_bus": 0.85, "layer_overhead_us": 20.0},
 }
@@ -174,12 +177,12 @@ MEANING = {
 }
 
 
-def write_yaml(gpu_name, vals, free, fit_ids, rms):
+def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None):
     """Rewrite only the efficiency block's values and comments, keeping the rest of the file."""
     path = os.path.join(V.CONFIGS, "hardware", f"{gpu_name}.yaml")
     text = open(path).read()
-    how = (f"benchmarks/calibrate.py: one least-squares fit on {len(fit_ids)} runs ({', '.join(fit_ids)}), "
-           f"rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
+    how = how or (f"benchmarks/calibrate.py: one least-squares fit on {len(fit_ids)} runs ({', '.join(fit_ids)}), "
+                  f"rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
     text = re.sub(r"(\n  status: )\S+.*", lambda m: f"{m.group(1)}calibrated         # {how}", text)
     for n in NAMES:
         v = vals[n]
@@ -314,6 +317,29 @@ def fit_frameworks(cases, write):
     return out
 
 
+# GPU families fitted as one vector of constants (benchmarks/calibrate.py --family NAME): parts with one die and
+# one software stack whose runs are too few to fit each part alone (B300 has 2 calibration-split runs). The
+# first member's YAML gives the prior. Blackwell (B200, GB200) and Blackwell Ultra (B300, GB300) share the
+# tensor-core generation and Megatron-Bridge's kernels; their peaks, HBM, NVLink and NICs stay per part.
+FAMILIES = {"blackwell": ("B200", "GB200", "B300", "GB300")}
+
+
+def fit_family(name, cases, write):
+    members = FAMILIES[name]
+    split = V.calibration_split(cases)
+    fc = [c for c in cases if c.scenario.system.gpu.name in members]
+    ids = {c.id for c in fc if c.id in split}
+    vals, free, rms = fit_gpu(members[0], fc, ids)
+    datasets = sorted({c.dataset for c in fc if c.id in ids})
+    how = (f"benchmarks/calibrate.py --family {name}: one least-squares fit shared by {', '.join(members)} on the "
+           f"{len(ids)} calibration-split runs of {', '.join(datasets)}, rms rel. error {100 * rms:.1f}%; "
+           "held-out runs in `sax validate`")
+    if write:
+        for g in members:
+            write_yaml(g, vals, free, sorted(ids), rms, how=how)
+    return {"values": vals, "fitted": free, "runs": len(ids), "datasets": datasets, "rms_rel_error": rms}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted constants into the hardware YAMLs")
@@ -324,13 +350,18 @@ def main(argv=None):
     ap.add_argument("--frameworks", action="store_true",
                     help="fit the framework constants (configs/frameworks.yaml) and the attention-kernel ratios "
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
+    ap.add_argument("--family", choices=sorted(FAMILIES),
+                    help="fit one vector of GPU constants shared by a family of parts (FAMILIES) on their "
+                         "calibration-split runs")
     args = ap.parse_args(argv)
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
-    if args.frameworks:
-        out = {"frameworks": fit_frameworks(cases, args.write)}
+    if args.family or args.frameworks:
+        out = ({"family": {args.family: fit_family(args.family, cases, args.write)}} if args.family
+               else {"frameworks": fit_frameworks(cases, args.write)})
         if args.write:
+            V._FRAMEWORKS.clear()  # the YAMLs just changed: re-read them
             res = V.validate()
             out["datasets"] = {k: round(v["mape"], 4) for k, v in res["datasets"].items()}
         print(json.dumps(out, indent=2))
@@ -349,6 +380,7 @@ def main(argv=None):
         if args.write:
             write_yaml(gpu_name, vals, free, fit_ids, rms)
     if args.write:  # re-run the validation with what was written
+        V._FRAMEWORKS.clear()
         res = V.validate()
         out["errors"] = {"datasets": res["datasets"],
                          "cases": {c["id"]: round(c["error"], 4) for c in res["cases"]}}
