@@ -340,6 +340,54 @@ def fit_family(name, cases, write):
     return {"values": vals, "fitted": free, "runs": len(ids), "datasets": datasets, "rms_rel_error": rms}
 
 
+STRAGGLER_BOUNDS = (0.0, 0.2)
+
+
+def fit_straggler(cases, write):
+    """One coefficient of variation shared by every GPU type (a property of how clusters run, not of a die),
+    fitted on the whole calibration split with every other constant fixed: least squares of the relative errors
+    (each over its dataset's target), golden-section search on STRAGGLER_BOUNDS."""
+    split = V.calibration_split(cases)
+    fc = [c for c in cases if c.id in split]
+    params, designs = V.case_arrays(fc)
+    coef = np.array([1.0 if c.metric == "iteration_s" else V.metrics_of(c, 1.0, True)[c.metric] for c in fc])
+    is_time = np.array([c.metric == "iteration_s" for c in fc])
+    measured = np.array([c.measured for c in fc])
+    target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
+
+    @jax.jit
+    def errors(cv):
+        gpu = params.gpu._replace(straggler_cv=cv * jnp.ones_like(params.gpu.straggler_cv))
+        t = V._eval_cases(params._replace(gpu=gpu), designs).raw_step_time_s
+        return (jnp.where(is_time, t, coef / t) - measured) / measured
+
+    def loss(cv):
+        return float(np.mean((np.asarray(errors(jnp.float32(cv)), np.float64) / target) ** 2))
+
+    lo, hi = STRAGGLER_BOUNDS
+    g = (np.sqrt(5.0) - 1.0) / 2.0
+    a, b = lo, hi
+    for _ in range(40):
+        c1, c2 = b - g * (b - a), a + g * (b - a)
+        a, b = (a, c2) if loss(c1) < loss(c2) else (c1, b)
+    cv = 0.5 * (a + b)
+    e = np.asarray(errors(jnp.float32(cv)), np.float64)
+    e0 = np.asarray(errors(jnp.float32(0.0)), np.float64)
+    out = {"straggler_cv": cv, "runs": len(fc), "mape": float(np.mean(np.abs(e))), "mape_at_0": float(np.mean(np.abs(e0)))}
+    if write:
+        how = (f"fitted by benchmarks/calibrate.py --straggler: one value for every GPU type on the {len(fc)} "
+               f"calibration-split runs (MAPE {100 * out['mape_at_0']:.2f}% -> {100 * out['mape']:.2f}%)")
+        for f in sorted(os.listdir(os.path.join(V.CONFIGS, "hardware"))):
+            path = os.path.join(V.CONFIGS, "hardware", f)
+            text = open(path).read()
+            line = f"  straggler_cv: {cv:<13.4f}# {how}"
+            text, n = re.subn(r"\n  straggler_cv: .*", "\n" + line, text)
+            if n == 0:
+                text = re.sub(r"(\n  layer_overhead_us: .*)", lambda m: m.group(1) + "\n" + line, text)
+            open(path, "w").write(text)
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted constants into the hardware YAMLs")
@@ -350,6 +398,8 @@ def main(argv=None):
     ap.add_argument("--frameworks", action="store_true",
                     help="fit the framework constants (configs/frameworks.yaml) and the attention-kernel ratios "
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
+    ap.add_argument("--straggler", action="store_true",
+                    help="fit the straggler coefficient of variation shared by all GPU types on the calibration split")
     ap.add_argument("--family", choices=sorted(FAMILIES),
                     help="fit one vector of GPU constants shared by a family of parts (FAMILIES) on their "
                          "calibration-split runs")
@@ -357,8 +407,9 @@ def main(argv=None):
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
-    if args.family or args.frameworks:
+    if args.family or args.frameworks or args.straggler:
         out = ({"family": {args.family: fit_family(args.family, cases, args.write)}} if args.family
+               else {"straggler": fit_straggler(cases, args.write)} if args.straggler
                else {"frameworks": fit_frameworks(cases, args.write)})
         if args.write:
             V._FRAMEWORKS.clear()  # the YAMLs just changed: re-read them

@@ -90,6 +90,7 @@ class GpuP(NamedTuple):
     layer_overhead_s: jnp.ndarray
     overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
     elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
+    straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
 
 
 class NetP(NamedTuple):
@@ -175,6 +176,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
         attention_max=e.attention_max * g.attention_kernel_factor(fw.attention_kernel),
         attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
+        straggler_cv=e.straggler_cv,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=1.0 if training.precision == "fp8" else 2.0, memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)

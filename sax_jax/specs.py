@@ -105,6 +105,7 @@ RANGES = {
         "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
         "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
         "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
+        "straggler_cv": Range(0, 1, why="coefficient of variation of a GPU's kernel time per step"),
     },
     "level": {
         "size": Range(1, 1_000_000, True, why="units of the level below"),
@@ -230,6 +231,8 @@ class Efficiency:
     # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
     # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
     attention_half_seq: float = 0.0
+    # coefficient of variation of one GPU's kernel time per step (cost/straggler.py); 0 = identical GPUs
+    straggler_cv: float = 0.0
 
     def validate(self, file=None):
         _check(self.status in ("provisional", "calibrated"), "efficiency.status", self.status,

@@ -2,6 +2,7 @@
 
     step = pipeline(stage terms: compute, tp, cp, ep, ZeRO-3 share of dp)   [compute + tp + cp + ep + bubble + pp_p2p]
          + per-step terms: dp (gradient reduction, parameter gather), optimizer
+         + straggler (waiting for the slowest of N GPUs)
          + stall (expected failure stalls)
 
 Each term lives in the module of its physical concern and returns a ``terms.Term``: its seconds, its
@@ -21,6 +22,7 @@ from .moe import ep_term
 from .optimizer import optimizer_term
 from .pipeline import pipeline_terms
 from .resilience import stall_term
+from .straggler import straggler_term
 from .tensor_parallel import tp_term
 from .terms import Breakdown, Cost
 
@@ -44,10 +46,12 @@ def step_time(params, d) -> Cost:
     # ---- the schedule, then once per step: data-parallel sync, optimizer, failure stalls
     pipe = pipeline_terms(ctx, d, model, train, params.gpu, t_f, t_b, t_w)
     optimizer = optimizer_term(ctx, d, params.gpu)
-    stall, total = stall_term(ctx, d, params.net, params.transport, pipe.total_s + dp.step_s + optimizer.step_s)
+    straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
+    stall, total = stall_term(ctx, d, params.net, params.transport,
+                              pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s)
 
     terms = dict(compute=compute, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
-                 optimizer=optimizer, stall=stall)
+                 optimizer=optimizer, straggler=straggler, stall=stall)
     breakdown = Breakdown(**{name: t.seconds(micro) for name, t in terms.items()})
     memory = dp.memory_bytes + pipe.bubble.memory_bytes + compute.memory_bytes
     cross_bytes = sum(t.cross_bytes for t in terms.values())

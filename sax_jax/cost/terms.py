@@ -35,6 +35,7 @@ class Breakdown(NamedTuple):
     bubble: Array
     dp_exposed: Array
     optimizer: Array
+    straggler: Array
     stall: Array
 
 
