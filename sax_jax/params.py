@@ -67,6 +67,7 @@ class ModelP(NamedTuple):
     mlp_mats: jnp.ndarray  # 3 gated (SwiGLU), 2 otherwise
     vocab: jnp.ndarray
     tied: jnp.ndarray  # 1 if input and output embeddings share weights
+    dropout: jnp.ndarray  # 1 if the layers have dropout (its masks are stored for the backward)
     experts: jnp.ndarray  # 0 for dense models
     top_k: jnp.ndarray
     expert_ffn: jnp.ndarray
@@ -161,6 +162,7 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
     return _arrays(
         ModelP, dtype, layers=m.layers, hidden=m.hidden, heads=m.heads, kv_heads=m.kv_heads, head_dim=m.head_dim,
         ffn=m.ffn, mlp_mats=3 if m.gated_mlp else 2, vocab=m.vocab, tied=1 if m.tied_embeddings else 0,
+        dropout=1 if m.dropout else 0,
         experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,

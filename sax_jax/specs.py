@@ -140,7 +140,7 @@ RANGES = {
 }
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
-BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings"),
+BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss")}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
@@ -183,6 +183,10 @@ class ModelSpec:
     gated_mlp: bool
     vocab: int
     tied_embeddings: bool = True
+    # dropout layers (Megatron-LM's default hidden/attention dropout 0.1): training stores their masks. Llama,
+    # Qwen, Mixtral, MPT and Nemotron-4 train with dropout 0, and PyTorch's dropout at p = 0 returns its input
+    # without a mask (ATen dropout: p == 0 -> input), so they store none.
+    dropout: bool = True
     moe: MoESpec | None = None
     source: str = ""
 

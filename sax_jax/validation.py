@@ -53,7 +53,7 @@ METRICS = ("iteration_s", "tflops_per_gpu", "tflops_per_gpu_hw", "mfu", "tokens_
 # context parallel 1, MHA (no --group-query-attention), GeLU MLP, bf16 in current examples.
 GENERIC_DEFAULTS = {"kv_heads": None, "gated_mlp": "no", "cp": 1, "vpp": 1, "mbs": 1, "recompute": "none",
                     "seq_parallel": "no", "precision": "bf16", "source": "", "notes": "", "model": None}
-GENERIC_PROFILE = {"flash_attention": True, "defaults": {},
+GENERIC_PROFILE = {"flash_attention": True, "dropout": True, "defaults": {},
                    "design": {"sharding": "zero1", "overlap": "dp", "placement": "tp-cp-dp-pp"},
                    "defaults_source": "Megatron-LM command-line defaults"}
 # Precision labels of the NVIDIA tables -> the model's precision. The model has one fp8 rate (GpuSpec.peak_flops)
@@ -378,7 +378,8 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         raise CaseError(file, n, "ep", x["ep"], "expert parallelism needs a MoE model (experts is empty)")
     model = S.ModelSpec(name=v["model"] or v["id"], layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
                         kv_heads=kv, head_dim=head_dim or v["hidden"] // v["heads"], ffn=v["ffn"],
-                        gated_mlp=v["gated_mlp"], vocab=v["vocab"], source=v["source"], moe=moe)
+                        gated_mlp=v["gated_mlp"], vocab=v["vocab"], source=v["source"], moe=moe,
+                        dropout=bool(profile.get("dropout", GENERIC_PROFILE["dropout"])))
     if v["tp"] * v["pp"] * v["dp"] * v["cp"] != v["n_gpus"]:
         raise CaseError(file, n, "n_gpus", v["n_gpus"], f"is not tp x pp x dp x cp = "
                                                         f"{v['tp'] * v['pp'] * v['dp'] * v['cp']}")

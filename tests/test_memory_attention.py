@@ -105,3 +105,17 @@ def test_fp8_activation_bytes_gated_mlp(m22):
     sbh = s * b * 6144
     # differences: sp part -2 sbh, O +1 sbh, MLP -1 sbf
     assert a16 - a8 == pytest.approx(2 * sbh - sbh + s * b * f, rel=1e-6)
+
+
+@pytest.mark.parametrize("t", [1, 8])
+def test_no_dropout_stores_no_masks(m22, t):
+    # Without dropout the two masks (1 + 1 sbh, split by TP with SP) and, unfused, the scores' mask and output
+    # (1 + 2 bytes of the 5 per score) are not stored: 34 -> 32 sbh/t with flash; Korthikanti's 5as/h -> 2as/h
+    s, b, h, a = 2048, 4, 6144, 64
+    sbh = s * b * h
+    nodrop = m22._replace(dropout=F(0.0))
+    act = lambda m, flash=1.0: float(activation_bytes_per_layer(  # noqa: E731
+        F(b), F(s), F(t), F(1), 0, m, train(flash=flash)))
+    assert act(m22) == pytest.approx(34 * sbh / t, rel=1e-6)
+    assert act(nodrop) == pytest.approx(32 * sbh / t, rel=1e-6)
+    assert act(m22, 0.0) - act(nodrop, 0.0) == pytest.approx(2 * sbh / t + 3 * a * s * s * b / t, rel=1e-6)

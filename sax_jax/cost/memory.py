@@ -8,6 +8,8 @@ sbh(10 + 24/t + 5as/(ht)) (TP without sequence parallelism), 34sbh/t (selective,
   * always split by TP: Q, K, V 2sb(ad + 2gd), projection input 2sb(ad), MLP hidden 2sbf x (2 | 3 gated);
   * attention scores 5 a s^2 b (softmax out, dropout mask, dropout out): gone with flash attention or
     selective recompute.
+  * a model without dropout (ModelSpec.dropout false: Llama, Qwen, Mixtral, MPT) stores no masks: 2 sbh less
+    in the sequence-parallel part, 2 a s^2 b instead of 5 for the scores.
 CP divides s (scores: s/c queries x s keys). Model state per parameter: 16-bit weights, fp32 grads,
 Adam 12 bytes, sharded per ZeRO stage over dp x cp (Megatron's distributed optimizer).
 
@@ -32,15 +34,16 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     gin = gemm_input_bytes
     sbh = s * b * h
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
-    # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each
-    sp_part = (6.0 + 2.0 * gin) * sbh / sp_div
+    # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each (none without dropout)
+    sp_part = (4.0 + 2.0 * gin + 2.0 * model.dropout) * sbh / sp_div
     qkv = 2.0 * s * b * (model.heads * model.head_dim + 2.0 * model.kv_heads * model.head_dim)
     # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
     proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * model.head_dim
     # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes)
     mlp_hidden = s * b * model.ffn * (2.0 * (model.mlp_mats - 1.0) + gin)
     tp_part = (qkv + proj_in + mlp_hidden) / tp
-    scores = 5.0 * model.heads * s * seq * b / tp
+    # softmax output 2 bytes per score, plus the dropout mask (1) and output (2) when the model has dropout
+    scores = (2.0 + 3.0 * model.dropout) * model.heads * s * seq * b / tp
     scores = jnp.where((train.flash > 0) | (recompute != Recompute.NONE), 0.0, scores)
     none_or_sel = sp_part + tp_part + scores
     full = 2.0 * sbh / sp_div
