@@ -15,6 +15,7 @@ import numpy as np
 from .compute import LayerTimes, layer_times, logits_times
 from .memory import params_per_gpu
 from .placement import group_members, layout_strides
+from .stages import slowest_stage
 from .transport import ecmp_table, effective_bandwidth, level_factors
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
@@ -78,10 +79,12 @@ def context(params, d) -> Context:
     bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
 
     layer = layer_times(tp, cp, mbs, seq, model, gpu, train)
-    # Worst stage holds ceil(L / (pp v)) layers per chunk: uneven splits are real practice (Llama 3 405B put
-    # 126 layers on 16 stages), so pp need not divide the layers; the slowest stage sets the pace.
-    layers_stage = jnp.ceil(model.layers / (pp * vpp) - 1e-6) * vpp
+    # Uneven splits are real practice (Llama 3 405B put 126 layers on 16 stages), so pp need not divide the
+    # layers; the slowest stage sets the pace and carries the output layer only if it is the last (stages.py).
     logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu)
+    layers_stage, with_logits = slowest_stage(model.layers, pp, vpp, layer.fwd_s + layer.bwd_s,
+                                              logits_fwd_s + logits_bwd_s)
+    logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage)
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,

@@ -10,6 +10,7 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 
 from ..space import Schedule
+from .stages import EXTRA_PIPELINE_UNITS
 
 TOL = 1e-4
 
@@ -57,7 +58,8 @@ CHECKS = (
     Check("TP_DIVIDES", "tp does not divide the attention heads, the kv heads and the ffn size",
           lambda p, d, c, mem: ~(divides(d.tp, p.model.heads) & divides(d.tp, p.model.kv_heads)
                                  & divides(d.tp, p.model.ffn))),
-    Check("LAYERS_PP", "pp x vpp exceeds the number of layers", lambda p, d, c, mem: d.pp * d.vpp > p.model.layers),
+    Check("LAYERS_PP", "pp x vpp exceeds the number of layers (+ 2 with pp > 1: embedding and loss as pipeline units)",
+          lambda p, d, c, mem: d.pp * d.vpp > p.model.layers + jnp.where(d.pp > 1.0, EXTRA_PIPELINE_UNITS, 0.0)),
     Check("BATCH", "dp x mbs does not divide the global batch",
           lambda p, d, c, mem: ~(divides(c.dp * d.mbs, p.train.gbs) & (c.microbatches >= 1.0 - 1e-6))),
     Check("SEQ_CP", "2 x cp does not divide the sequence length (load-balanced causal context parallelism)",
