@@ -23,6 +23,8 @@ class ConfigError(ValueError):
         self.file, self.key, self.value, self.problem, self.hint = file, key, value, problem, hint
         if not file and key and key.startswith("--"):
             where = f"option {key}"  # a command-line flag
+        elif not file and key and key.startswith("argument "):
+            where = key  # a positional command-line argument, e.g. "argument 'tp=0', axis tp"
         else:
             where = f"{file}" if file else "<config>"
             if key:
