@@ -214,8 +214,10 @@ def test_throughput_objective_matches_brute_force(tmp_path, small_brute):
 def test_best_point_evaluated_alone_gives_same_cost(small_scenario, small_result):
     best = small_result[0]["top"][0]
     alone = sx.evaluate_one(small_scenario, sx.design_from_dict(small_scenario, best["design"]))
+    # the same float32 program on one point or in a block: equal up to fusion-order rounding (exact on CPU; the
+    # H200 differed in the last bits: 18.98352813720703 vs 18.983537673950195), so compare in float32 ulps
     for k in ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes"):
-        assert alone[k] == best[k], k
+        np.testing.assert_array_max_ulp(np.float32(alone[k]), np.float32(best[k]), maxulp=16)
     assert alone["feasible"]
 
 
