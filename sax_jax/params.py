@@ -169,6 +169,11 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         locality=moe.locality if moe else 0.0)
 
 
+# Bytes per element of the inputs a linear layer saves for its weight gradient: FP8 1; NVFP4 half a byte plus one
+# FP8 (E4M3) scale per 16-element block (NVIDIA NVFP4 format: 16-value micro-blocks) = 0.5625; else 16-bit.
+GEMM_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
+
+
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
     """The GPU's constants as the training framework sees them: its attention kernel's speed relative to the
     calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
@@ -180,7 +185,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
         straggler_cv=e.straggler_cv,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
-        gemm_input_bytes=1.0 if training.precision == "fp8" else 2.0, memory_bound=e.memory_bound,
+        gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
 
 

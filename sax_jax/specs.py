@@ -11,7 +11,9 @@ import math
 from typing import Any
 
 LEVEL_NAMES = ("node", "building", "campus", "region")
-PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8")
+PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
+# Precisions that quantize only the linear layers' GEMMs; attention and the output layer stay 16-bit
+LOW_PRECISION_GEMMS = ("fp8", "fp4")
 LOAD_BALANCING = ("ecmp", "spray")
 LOSS_RECOVERY = ("go_back_n", "selective_repeat", "bounded_loss", "tcp")
 
@@ -295,8 +297,9 @@ class GpuSpec:
         and the output layer. FP8 training recipes quantize only the transformer layers' linear layers
         (Transformer Engine fp8_autocast around Linear/LayerNormLinear; Megatron-Bridge keeps
         fp8_dot_product_attention off by default and the output layer outside the FP8 region; torchtitan's
-        Float8 converter skips the output layer), so those run at the BF16 peak. Other precisions: their own."""
-        return self.peak_flops("bf16" if precision == "fp8" else precision)
+        Float8 converter skips the output layer), so those run at the BF16 peak; NVFP4 recipes likewise (TE
+        NVFP4BlockScaling quantizes the linear layers only). Other precisions: their own."""
+        return self.peak_flops("bf16" if precision in LOW_PRECISION_GEMMS else precision)
 
     @property
     def hbm_bytes(self) -> float:

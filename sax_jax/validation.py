@@ -58,7 +58,7 @@ GENERIC_PROFILE = {"flash_attention": True, "dropout": True, "defaults": {},
                    "defaults_source": "Megatron-LM command-line defaults"}
 # Precision labels of the NVIDIA tables -> the model's precision. The model has one fp8 rate (GpuSpec.peak_flops)
 # and no per-recipe scaling cost, so every fp8 recipe is the same fp8 to it; each mapping is reported with the case.
-PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-blockwise": "fp8"}
+PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-blockwise": "fp8", "nvfp4": "fp4"}
 # `features` of a run (configs/validation/data/import_shared.py) the model cannot represent: the run is reported
 # as unsupported with this reason, never silently dropped and never scored.
 UNSUPPORTED_FEATURES = {
@@ -70,7 +70,7 @@ UNSUPPORTED_FEATURES = {
     "lora": "LoRA fine-tuning (frozen base weights, no weight gradients or optimizer state for them): the model "
             "always trains every weight",
 }
-UNSUPPORTED_PRECISIONS = {"nvfp4": "NVFP4 training: the model has no fp4 precision (peaks fp32/tf32/fp16/bf16/fp8)"}
+UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
     "sac-op": "torchtitan op-level selective activation checkpointing (recomputes about every 2nd matmul) is "
@@ -332,7 +332,8 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     prec = row.get("precision", "").lower()
     if prec in PRECISION_ALIASES:
         row = {**row, "precision": PRECISION_ALIASES[prec]}
-        approx.append(f"precision {prec} is modelled as {PRECISION_ALIASES[prec]} (one fp8 rate, no recipe cost)")
+        approx.append(f"precision {prec} is modelled as {PRECISION_ALIASES[prec]} (one {PRECISION_ALIASES[prec]} rate "
+                      "for every linear layer, no recipe cost)")
     v = {c: _value(row, c, file, n, profile, filled) for c in COLUMNS + OPTIONAL_COLUMNS
          if c in COLUMNS or row.get(c, "") != ""}
     x = {c: _value(row, c, file, n, profile, filled) for c in EXTRA_COLUMNS
@@ -415,7 +416,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     run = {k: val for k, val in profile.get("run_settings", {}).get(v["id"], {}).items() if k in AXES}
     for k, val in run.items():
         filled.append(f"{k}={val} ({profile.get('run_settings_source', 'default')})")
-    design = {**GENERIC_PROFILE["design"], **profile.get("design", {}), **run, **(design_extra or {})}
+    by_prec = {k: val for k, val in (profile.get("design_by_precision") or {}).get(prec, {}).items() if k in AXES}
+    for k, val in by_prec.items():
+        filled.append(f"{k}={val} for {prec} ({profile.get('design_by_precision_source', 'profile')})")
+    design = {**GENERIC_PROFILE["design"], **profile.get("design", {}), **by_prec, **run, **(design_extra or {})}
     design.update(tp=v["tp"], pp=v["pp"], dp=v["dp"], cp=v["cp"], vpp=v["vpp"], mbs=v["mbs"],
                   recompute=v["recompute"], schedule="interleaved" if v["vpp"] > 1 else "1f1b")
     if ep > 1:

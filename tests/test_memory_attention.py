@@ -119,3 +119,16 @@ def test_no_dropout_stores_no_masks(m22, t):
     assert act(m22) == pytest.approx(34 * sbh / t, rel=1e-6)
     assert act(nodrop) == pytest.approx(32 * sbh / t, rel=1e-6)
     assert act(m22, 0.0) - act(nodrop, 0.0) == pytest.approx(2 * sbh / t + 3 * a * s * s * b / t, rel=1e-6)
+
+
+def test_fp4_training_gemms_at_the_fp4_peak_attention_at_bf16():
+    # GB200 NVL72 datasheet: 1,440 PF sparse FP4 per 72 GPUs -> 10 PF dense; NVFP4 saves 0.5 byte per element
+    # plus one E4M3 scale per 16 elements for the weight-gradient GEMMs; attention stays at the BF16 peak
+    gb = load_gpu(f"{CONFIGS}/hardware/GB200.yaml")
+    system = SystemSpec(name="GB200", gpu=gb, levels=(Level(name="node", size=72, bandwidth_GBps=900, latency_us=1.0),))
+    p4 = gpu_params(system, Training(global_batch_sequences=1, seq_len=2048, precision="fp4"))
+    assert float(p4.peak_flops) == pytest.approx(10_000e12, rel=1e-6)
+    assert float(p4.peak_flops_16bit) == pytest.approx(gb.peak_flops("bf16"), rel=1e-6)
+    assert float(p4.gemm_input_bytes) == pytest.approx(0.5625)
+    h100 = load_gpu(f"{CONFIGS}/hardware/H100-SXM-80GB.yaml")
+    assert h100.peak_flops("fp4") == h100.peak_flops("fp8")  # no FP4 tensor cores on Hopper
