@@ -22,7 +22,9 @@ run validation themselves.
   best; its *shared* decisions are the varied axes with one value across the set, its *free* decisions the
   axes that take more than one value there (they do not matter within the model's resolution).
 
-Percentiles interpolate linearly between order statistics (numpy's default).
+Percentiles interpolate linearly between order statistics (numpy's default). The bands describe the validated
+regime (runs inside one building, up to 6,144 GPUs); beyond it (``trust.py`` warnings) they understate the
+uncertainty.
 """
 from __future__ import annotations
 
