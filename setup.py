@@ -11,7 +11,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA_SUFFIXES = (".yaml", ".yml", ".csv")
+DATA_SUFFIXES = (".yaml", ".yml", ".csv", ".json")  # .json: validation/uncertainty.json
 
 
 def _config_files():
@@ -24,7 +24,7 @@ def _config_files():
 
 
 class build_py_with_configs(build_py):
-    """build_py that also copies configs/**.{yaml,csv} to <build>/sax_jax/configs/."""
+    """build_py that also copies configs/**.{yaml,csv,json} to <build>/sax_jax/configs/."""
 
     def run(self):
         super().run()

@@ -678,7 +678,7 @@ def _clean(x):
 def validate(paths=None, dataset: str | None = None) -> dict:
     """Python API: the object `sax validate --json` prints. "datasets": per dataset n, MAPE and max |error| over
     all scored runs and over the held-out runs (not in the named calibration split), plus unsupported and
-    excluded counts; "overall": the same over all datasets; "cases"; "ranking" (Spearman per layout group);
+    excluded counts; "overall": the same over all datasets; "cases" (each with its GPU and GPU count); "ranking" (Spearman per layout group);
     "unsupported" and "excluded" runs with their reasons; "errors": bad input rows."""
     loaded = load_all(paths, dataset)
     cases = loaded.cases
@@ -720,7 +720,9 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                                                                      "recompute", "sharding", "overlap")
                               if k in by_id[r["id"]].design}
                    | {k: by_id[r["id"]].design[k] for k in ("ep", "schedule") if k in by_id[r["id"]].design},
-                   "metrics": r["metrics"], "source": by_id[r["id"]].source} for r in results],
+                   "metrics": r["metrics"], "source": by_id[r["id"]].source,
+                   "gpu": by_id[r["id"]].scenario.system.gpu.name,
+                   "n_gpus": by_id[r["id"]].scenario.system.n_gpus} for r in results],
         "ranking": ranking(cases, results),
         "unsupported": [u.as_dict() for u in loaded.unsupported],
         "excluded": [u.as_dict() for u in loaded.excluded],

@@ -37,11 +37,11 @@ def test_build_carries_configs_and_validation_data(built):
     pkg = os.path.join(built, "sax_jax", "configs")
     for rel in ("scenarios/default.yaml", "scenarios/huge-four-buildings.yaml", "systems/two-buildings-h100.yaml",
                 "hardware/H100-SXM-80GB.yaml", "network/transports.yaml", "validation/calibration.yaml",
-                "validation/korthikanti2022.yaml", "data/published_runs.csv"):
+                "validation/korthikanti2022.yaml", "validation/uncertainty.json", "data/published_runs.csv"):
         assert os.path.isfile(os.path.join(pkg, rel)), rel
     shipped = {os.path.relpath(os.path.join(d, f), pkg) for d, _, fs in os.walk(pkg) for f in fs}
     in_repo = {os.path.relpath(os.path.join(d, f), CONFIGS) for d, _, fs in os.walk(CONFIGS) for f in fs
-               if f.endswith((".yaml", ".csv"))}
+               if f.endswith((".yaml", ".csv", ".json"))}
     assert shipped == in_repo
 
 

@@ -12,6 +12,7 @@ import pytest
 
 import sax_jax as sx
 from sax_jax.evaluate import evaluate_batch
+from sax_jax.report import fmt_time
 from sax_jax.search import checkpoint as ckpt
 from sax_jax.search.exhaustive import FRONTS, sweep
 
@@ -156,6 +157,31 @@ def test_top_k_and_counts_match_brute_force(small_scenario, small_result, small_
     assert r["speedup_vs"]["first-options"] == (pytest.approx(expected, rel=1e-5) if expected else None)
 
 
+def test_bands_in_json_and_result_json(small_scenario, small_result):
+    """Uncertainty from validation: the best step time's band, speedups with their bands and the near-optimal
+    set, in --json and in result.json (sax_jax.uncertainty; the old keys stay as they were)."""
+    from sax_jax import uncertainty
+    from sax_jax.commands.sweep import varied_axes
+
+    r, out_dir = small_result
+    b = uncertainty.bands()
+    best = r["top"][0]["step_time_s"]
+    assert r["band"] == pytest.approx(uncertainty.absolute_band(b, "A100-SXM-80GB", 1024, best))
+    assert r["band"]["group"] == "A100, 65-1024 GPUs"  # the Selene slice: 1024 A100s
+    lo, hi = r["band"]["measured_s"]
+    assert lo < best < hi
+    expect = uncertainty.near_optimal(b, r["top"], varied_axes(small_scenario.space))
+    assert r["near_optimal"] == expect
+    assert set(r["near_optimal"]["shared"]) | set(r["near_optimal"]["free"]) == set(varied_axes(small_scenario.space))
+    for name, s in r["speedup_vs"].items():
+        sp = r["speedups"][name]
+        assert sp is None if s is None else sp["band"] == pytest.approx(uncertainty.speedup_band(b, s))
+    with open(os.path.join(out_dir, "result.json")) as fh:
+        saved = json.load(fh)
+    assert {k: saved[k] for k in ("band", "speedups", "near_optimal")} == \
+        {k: r[k] for k in ("band", "speedups", "near_optimal")}
+
+
 def test_pareto_fronts_match_brute_force(small_result, small_brute):
     r, _ = small_result
     for name, metric in FRONTS.items():
@@ -257,6 +283,8 @@ def test_text_report(small, small_result, cache_dir):
     for name, recs in ref["pareto"].items():
         assert f"Pareto front {name}: {len(recs)} points" in out
     assert "best vs baseline first-options" in out
+    assert f"best step time {fmt_time(best['step_time_s'])}: 80% band [" in out
+    assert f"near-optimal: {ref['near_optimal']['n']} of the top 12 tie with the best" in out
 
 
 def test_kill_and_resume_identical(small, small_result, cache_dir, tmp_path):

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from . import whole_number
+from .. import uncertainty
 from ..config import load_scenario
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
@@ -48,10 +49,11 @@ def _row(rec: dict) -> dict:
     return out
 
 
-def write_outputs(result, out_dir: str, warnings=None) -> None:
+def write_outputs(result, out_dir: str, warnings=None, bands=None) -> None:
     os.makedirs(out_dir, exist_ok=True)
     with open(os.path.join(out_dir, "result.json"), "w") as fh:
-        json.dump(summary(result, warnings), fh, indent=2, allow_nan=False, default=str)
+        json.dump(json_safe({**summary(result, warnings), **(bands or {})}), fh, indent=2, allow_nan=False,
+                  default=str)
     for name, recs in list(result.pareto.items()) + [("top", result.top)]:
         stem = name if name == "top" else f"pareto_{name}"
         with open(os.path.join(out_dir, stem + ".json"), "w") as fh:
@@ -74,13 +76,42 @@ def summary(result, warnings=None) -> dict:
             "warnings": list(warnings or [])})
 
 
+def varied_axes(space) -> list:
+    return [ax for ax, r in zip(AXES, space.radices) if r > 1] if space is not None else list(AXES)
+
+
+def sweep_bands(scenario, result, speedup_vs: dict) -> dict:
+    """{"band", "speedups", "near_optimal"} from the validation residuals (sax_jax.uncertainty); {} without a
+    feasible design or without the bands file."""
+    b = uncertainty.bands()
+    if b is None or not result.top:
+        return {}
+    return uncertainty.for_sweep(b, scenario, result.top, speedup_vs, varied_axes(scenario.space))
+
+
+def print_bands(bands: dict, console: Console) -> None:
+    band, near = bands["band"], bands["near_optimal"]
+    lo, hi = band["measured_s"]
+    console.print(f"best step time {fmt_time(band['step_time_s'])}: {100 * band['level']:.0f}% band "
+                  f"[{fmt_time(lo)}, {fmt_time(hi)}] (validation residuals of {band['n_runs']} runs: "
+                  f"{band['group']})", soft_wrap=True)
+    more = " (all listed: a larger --top may find more)" if near["top_k_limited"] else ""
+    console.print(f"near-optimal: {near['n']} of the top {near['n_listed']} tie with the best (within "
+                  f"{100 * near['within']:.1f}%){more}", soft_wrap=True)
+    if near["shared"]:
+        console.print("  every near-optimal design keeps " + ", ".join(f"{ax}={v}" for ax, v in near["shared"].items()),
+                      soft_wrap=True)
+    if near["free"]:
+        console.print("  decisions that do not matter there: " + ", ".join(near["free"]), soft_wrap=True)
+
+
 def print_result(result, console: Console, space=None) -> None:
     rate = (f"{result.designs_per_s:,.0f} designs/s" if result.designs_per_s > 0
             else "nothing left to evaluate (resumed a finished sweep)")
     console.print(f"[bold]{result.scenario}[/bold]: {result.n_designs:,} designs ({result.n_feasible:,} feasible) in "
                   f"{result.seconds:.2f} s (compile {result.compile_s:.1f} s), {rate} "
                   f"on {result.devices} x {result.device_kind}")
-    varied = [ax for ax, r in zip(AXES, space.radices) if r > 1] if space is not None else list(AXES)
+    varied = varied_axes(space)
     designs = [r["design"] for r in result.top]
     # settings every listed design shares are printed once; the table keeps the ones that tell them apart
     shared = [ax for ax in varied if designs and all(d[ax] == designs[0][ax] for d in designs)]
@@ -202,20 +233,27 @@ def run(args) -> int:
         return 130
     base = baseline_costs(scenario)
     warnings = warnings_for(scenario, [r["design"] for r in result.top])
-    if args.out:
-        write_outputs(result, args.out, warnings)
     best_s = result.top[0]["step_time_s"] if result.top else None
     speedup_vs = speedups(base, best_s)
+    bands = sweep_bands(scenario, result, speedup_vs)
+    if args.out:
+        write_outputs(result, args.out, warnings, bands)
     if args.json:
         print(json.dumps(json_safe({**summary(result, warnings),
                                     "baselines": {n: b["step_time_s"] for n, b in base.items()},
-                                    "speedup_vs": speedup_vs}), indent=2, allow_nan=False, default=str))
+                                    "speedup_vs": speedup_vs, **bands}), indent=2, allow_nan=False,
+                         default=str))
     else:
         print_result(result, console, scenario.space)
         for name, ratio in speedup_vs.items():
             t = base[name]["step_time_s"]
+            sp = (bands.get("speedups") or {}).get(name)
+            band = (f" [{sp['band'][0]:.2f}x, {sp['band'][1]:.2f}x] ({100 * sp['level']:.0f}% band from "
+                    f"{sp['n_pairs']} run pairs{'; a tie' if sp['tie'] else ''})") if sp else ""
             console.print(f"best vs baseline {name} ({fmt_time(t) if t else 'infeasible'}): "
-                          + (f"{ratio:.2f}x faster" if ratio else "n/a"))
+                          + (f"{ratio:.2f}x faster{band}" if ratio else "n/a"))
+        if bands:
+            print_bands(bands, console)
         print_warnings(warnings, console)
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
