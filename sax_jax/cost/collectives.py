@@ -57,12 +57,6 @@ def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     return jnp.sum(per_level)
 
 
-
-
-
-
-
-
 def all_to_all_s(m, k, size_bytes, alpha_s, bw_Bps):
     """Each GPU sends S/n to every member; (m_L - m_(L-1))/n of S leaves through level L.
 
