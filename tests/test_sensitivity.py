@@ -260,3 +260,11 @@ def test_parse_vary_library_errors_are_config_errors():
     v = parse_vary("campus.failure_rate_per_hour=2,0,1e1")
     assert v.values == (0.0, 2.0, 10.0) and v.continuous
     assert parse_vary("building.size=4,1e0").values == (1, 4) and not parse_vary("building.size=1").continuous
+
+
+def test_huge_space_refused_before_any_sweep(capsys):
+    """An exhaustive study of 1.3e15 designs per value would run for years: exit 2 naming the space."""
+    from sax_jax.cli import main
+    assert main(["sensitivity", "huge-four-buildings", "--vary", "campus.bandwidth_GBps=10,50"]) == 2
+    err = capsys.readouterr().err
+    assert "space" in err and "too large" in err and "1.34e+15" in err
