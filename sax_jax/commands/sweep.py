@@ -175,6 +175,9 @@ def print_robust(ranking: dict, console: Console, space, rows: int) -> None:
         console.print(f"robust best by {stat}: {same}, {stat} {fmt_time(best[key])} vs the nominal best's "
                       f"{fmt_time(nominal[key])} ({gain:.3f}x)", soft_wrap=True)
     for name, b in ranking["baselines"].items():
+        if not math.isfinite(b["mean_s"]):  # infeasible: no speedup to state
+            console.print(f"robust best vs baseline {name}: the baseline is infeasible")
+            continue
         ratios = [b[f"{s}_s"] / ranking[f"best_{s}"][f"{s}_s"] for s in ("mean", "p90")]
         console.print(f"robust best vs baseline {name} (mean {fmt_time(b['mean_s'])}, p90 {fmt_time(b['p90_s'])}): "
                       f"{ratios[0]:.2f}x faster in mean, {ratios[1]:.2f}x in p90", soft_wrap=True)
@@ -296,7 +299,7 @@ def run(args) -> int:
     speedup_vs = speedups(base, best_s)
     bands = sweep_bands(scenario, result, speedup_vs)
     if args.out:
-        write_outputs(result, args.out, warnings, bands)
+        write_outputs(result, args.out, warnings, {**bands, **({"robust": ranking} if ranking else {})})
     if args.json:
         print(json.dumps(json_safe({**summary(result, warnings),
                                     "baselines": {n: b["step_time_s"] for n, b in base.items()},
