@@ -1,7 +1,10 @@
-"""`sax sweep SCENARIO [--top K] [--out DIR] [--resume] [--devices N] [--json]`: exhaustive streaming sweep."""
+"""`sax sweep SCENARIO [--top K] [--out DIR] [--resume] [--devices N] [--json] [--robust [--samples N]
+[--robust-top K] [--seed S]]`: exhaustive streaming sweep; --robust re-ranks its best designs under sampled
+system numbers (sax_jax.robust)."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import os
@@ -12,8 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from . import whole_number
-from .. import uncertainty
+from .. import robust, uncertainty
 from ..config import load_scenario
+from ..engine import DEFAULT_ENGINE
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
 from ..search.checkpoint import ResumeError
@@ -25,6 +29,9 @@ from ..trust import print_warnings, warnings_for
 # --no-compile-cache or SAX_COMPILE_CACHE=0; elsewhere with JAX_COMPILATION_CACHE_DIR or SAX_COMPILE_CACHE_DIR.
 CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "sax_jax", "xla")
 MAX_TOP = 10_000
+MAX_SAMPLES = 100_000
+MAX_ROBUST_TOP = 10_000
+MAX_SEED = 2**32 - 1  # jax.random.PRNGKey takes a 32-bit seed
 PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
 
 
@@ -140,6 +147,42 @@ def print_result(result, console: Console, space=None) -> None:
         console.print(f"Pareto front {name}: {len(recs)} points{trunc}")
 
 
+def print_robust(ranking: dict, console: Console, space, rows: int) -> None:
+    """The robust ranking (its first ``rows`` by mean), its best vs the nominal best and vs the baselines."""
+    cands = ranking["candidates"]
+    if not cands:
+        console.print("robust: no feasible design to re-rank")
+        return
+    by_mean = sorted(cands, key=lambda c: c["mean_rank"])[:rows]
+    differ = [ax for ax in varied_axes(space) if len({str(c["design"][ax]) for c in by_mean}) > 1]
+    tab = Table(title=f"robust: top {len(by_mean)} of {len(cands)} by mean step time over {ranking['samples']} "
+                      f"sampled systems (seed {ranking['seed']})")
+    for col in ("#", "nominal #", "change", "nominal", "mean", "p90", "p90 #"):
+        tab.add_column(col, justify="right")
+    for ax in differ:
+        tab.add_column(ax, justify="left")
+    for c in by_mean:
+        change = c["nominal_rank"] - c["mean_rank"]
+        tab.add_row(str(c["mean_rank"]), str(c["nominal_rank"]), f"{change:+d}" if change else "=",
+                    fmt_time(c["nominal_s"]), fmt_time(c["mean_s"]), fmt_time(c["p90_s"]), str(c["p90_rank"]),
+                    *[str(c["design"][ax]) for ax in differ])
+    console.print(tab)
+    nominal = cands[0]
+    for stat, best in (("mean", ranking["best_mean"]), ("p90", ranking["best_p90"])):
+        key = f"{stat}_s"
+        gain = nominal[key] / best[key] if best[key] > 0 else float("nan")
+        same = "the nominal best itself" if best is nominal else f"nominal #{best['nominal_rank']}"
+        console.print(f"robust best by {stat}: {same}, {stat} {fmt_time(best[key])} vs the nominal best's "
+                      f"{fmt_time(nominal[key])} ({gain:.3f}x)", soft_wrap=True)
+    for name, b in ranking["baselines"].items():
+        if not math.isfinite(b["mean_s"]):  # infeasible: no speedup to state
+            console.print(f"robust best vs baseline {name}: the baseline is infeasible")
+            continue
+        ratios = [b[f"{s}_s"] / ranking[f"best_{s}"][f"{s}_s"] for s in ("mean", "p90")]
+        console.print(f"robust best vs baseline {name} (mean {fmt_time(b['mean_s'])}, p90 {fmt_time(b['p90_s'])}): "
+                      f"{ratios[0]:.2f}x faster in mean, {ratios[1]:.2f}x in p90", soft_wrap=True)
+
+
 def _sigterm(signum, frame):
     raise KeyboardInterrupt
 
@@ -189,6 +232,14 @@ def check_args(args, n_devices: int | None = None) -> None:
         host, _, port = args.coordinator.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(None, "--coordinator", args.coordinator, "must be HOST:PORT", "e.g. node0:1234")
+    # --robust's flags: (value, lowest, highest); None when not given
+    robust_flags = {"--samples": (args.samples, 1, MAX_SAMPLES), "--robust-top": (args.robust_top, 1, MAX_ROBUST_TOP),
+                    "--seed": (args.seed, 0, MAX_SEED)}
+    for flag, (value, lo, hi) in robust_flags.items():
+        if value is not None and not args.robust:
+            raise ConfigError(None, flag, value, "only with --robust", f"sax sweep SCENARIO --robust {flag} ...")
+        if value is not None and not lo <= value <= hi:
+            raise ConfigError(None, flag, value, f"must be a whole number in [{lo}, {hi:,}]")
     if args.devices is not None and n_devices is not None and not 1 <= args.devices <= n_devices:
         raise ConfigError(None, "--devices", args.devices, f"must be in [1, {n_devices}]",
                           f"this machine has {n_devices} local device(s)")
@@ -220,8 +271,10 @@ def run(args) -> int:
         signal.signal(signal.SIGTERM, _sigterm)
     except ValueError:  # not the main thread
         pass
+    robust_top = (args.robust_top or robust.DEFAULT_TOP) if args.robust else 0
     try:
-        result = sweep(scenario, top_k=args.top, chunk_size=args.chunk, out_dir=args.out, resume=args.resume,
+        result = sweep(scenario, top_k=max(args.top, robust_top), chunk_size=args.chunk, out_dir=args.out,
+                       resume=args.resume,
                        devices=args.devices, progress=not args.no_progress, max_designs=args.max_designs,
                        checkpoint_every_s=args.checkpoint_every, distinct=args.distinct)
     except ResumeError as err:
@@ -231,17 +284,27 @@ def run(args) -> int:
         where = f"; resume with: sax sweep {args.scenario} --out {args.out} --resume" if args.out else ""
         print(f"interrupted{where}", file=sys.stderr)
         return 130
+    ranking = {}
+    if args.robust:
+        # the sweep kept max(--top, --robust-top) designs: the robust ranking takes the first --robust-top, the
+        # rest of the output the first --top, as without --robust
+        ranking = robust.robust_ranking(scenario, DEFAULT_ENGINE.params(scenario),
+                                        [r["design"] for r in result.top[:robust_top]],
+                                        {n: scenario.baseline_design(n) for n in scenario.baselines},
+                                        args.samples or robust.DEFAULT_SAMPLES, args.seed or 0)
+        result = dataclasses.replace(result, top=result.top[:args.top])
     base = baseline_costs(scenario)
     warnings = warnings_for(scenario, [r["design"] for r in result.top])
     best_s = result.top[0]["step_time_s"] if result.top else None
     speedup_vs = speedups(base, best_s)
     bands = sweep_bands(scenario, result, speedup_vs)
     if args.out:
-        write_outputs(result, args.out, warnings, bands)
+        write_outputs(result, args.out, warnings, {**bands, **({"robust": ranking} if ranking else {})})
     if args.json:
         print(json.dumps(json_safe({**summary(result, warnings),
                                     "baselines": {n: b["step_time_s"] for n, b in base.items()},
-                                    "speedup_vs": speedup_vs, **bands}), indent=2, allow_nan=False,
+                                    "speedup_vs": speedup_vs, **bands,
+                                    **({"robust": ranking} if ranking else {})}), indent=2, allow_nan=False,
                          default=str))
     else:
         print_result(result, console, scenario.space)
@@ -254,6 +317,8 @@ def run(args) -> int:
                           + (f"{ratio:.2f}x faster{band}" if ratio else "n/a"))
         if bands:
             print_bands(bands, console)
+        if ranking:
+            print_robust(ranking, console, scenario.space, args.top)
         print_warnings(warnings, console)
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
@@ -287,6 +352,16 @@ def register(sub):
     p.add_argument("--chunk", type=_count, default=None, metavar="N", help="designs per device per block")
     p.add_argument("--checkpoint-every", type=float, default=5.0, metavar="S",
                    help="seconds between checkpoints, 0 to 86400 (0: after every block; default 5)")
+    p.add_argument("--robust", action="store_true",
+                   help="re-rank the best --robust-top designs by mean and p90 step time over sampled system numbers "
+                        "(latency, bandwidth, loss, failure rates; sax_jax.robust); --top rows are printed")
+    p.add_argument("--samples", type=whole_number, default=None, metavar="N",
+                   help=f"with --robust: systems sampled, 1 to {MAX_SAMPLES:,}; the first is the nominal one "
+                        f"(default {robust.DEFAULT_SAMPLES})")
+    p.add_argument("--robust-top", type=whole_number, default=None, metavar="K",
+                   help=f"with --robust: designs re-ranked, 1 to {MAX_ROBUST_TOP:,} (default {robust.DEFAULT_TOP})")
+    p.add_argument("--seed", type=whole_number, default=None, metavar="S",
+                   help="with --robust: random seed of the samples (default 0); same seed, same samples")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-compile-cache", action="store_true",
                    help=f"do not use JAX's persistent compilation cache (default: {CACHE_DIR}; also "
