@@ -51,7 +51,7 @@ def load(out_dir: str) -> tuple[dict, dict]:
 def check_compatible(meta: dict, expected: dict, where: str) -> None:
     """Refuse to resume when anything that changes the result differs."""
     names = {"fingerprint": "the scenario changed since this sweep started",
-             "space_size": "the design space changed", "top_k": "--top differs", "front_size": "front size differs",
+             "space_size": "the design space changed", "top_k": "--top differs (with --robust: the larger of --top and --robust-top)", "front_size": "front size differs",
              "objective": "the objective changed", "start": "--start differs", "distinct": "--distinct differs"}
     defaults = {"distinct": False}  # checkpoints written before the key existed
     for key, why in names.items():
