@@ -61,9 +61,10 @@ S = 1e9
 
 
 def test_ring_allreduce_golden():
-    # n = 32; bottleneck = building (alpha 1e-5, 1e10 B/s): 2*31*1e-5 + 2*31/32*1e9/1e10
-    assert float(coll.ring_allreduce_s(K, S, ALPHA, BW)) == pytest.approx(6.2e-4 + 0.19375, rel=1e-5)
-    assert float(coll.ring_reduce_scatter_s(K, S, ALPHA, BW)) == pytest.approx((6.2e-4 + 0.19375) / 2, rel=1e-5)
+    # n = 32; per lap 28 hops inside nodes (1e-6) and 4 across them (1e-5): mean hop 6.8e-5/32 = 2.125e-6;
+    # bandwidth bottleneck = building (1e10 B/s): 2*31*2.125e-6 + 2*31/32*1e9/1e10
+    assert float(coll.ring_allreduce_s(K, S, ALPHA, BW)) == pytest.approx(1.3175e-4 + 0.19375, rel=1e-5)
+    assert float(coll.ring_reduce_scatter_s(K, S, ALPHA, BW)) == pytest.approx((1.3175e-4 + 0.19375) / 2, rel=1e-5)
 
 
 def test_tree_allreduce_golden():

@@ -112,8 +112,11 @@ def test_placement_decides_what_crosses_buildings(default_scenario):
     assert dp_across["group_levels"][3][campus] == 2 and dp_across["group_levels"][2][campus] == 1
     # the gradient reduction now crosses the 1:4 oversubscribed campus link
     assert dp_across["breakdown"]["dp_exposed"] > pp_across["breakdown"]["dp_exposed"]
-    assert dp_across["step_time_s"] > pp_across["step_time_s"]
     assert dp_across["cross_building_bytes"] > pp_across["cross_building_bytes"]
+    # ... while the pipeline's point-to-point traffic stays inside the buildings. Which is faster overall is the
+    # model's answer, not an invariant: with the ring paying the campus latency on 2 hops per lap (not on every
+    # step) the two are within 0.1% here
+    assert pp_across["breakdown"]["pp_p2p"] > dp_across["breakdown"]["pp_p2p"]
 
 
 def test_cross_building_latency_hurts_1f1b_more_than_latency_aware(default_scenario, default_params):

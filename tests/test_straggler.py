@@ -38,3 +38,4 @@ def test_straggler_in_the_breakdown_of_the_default_scenario():
     expected = cv * float(expected_max_std_normal(F(sc.system.n_gpus))) * b["compute"]
     assert cv > 0 and b["straggler"] == pytest.approx(expected, rel=1e-4)
     assert sum(b.values()) == pytest.approx(c["step_time_s"], rel=1e-5)
+

@@ -30,11 +30,27 @@ def bottleneck(k, alpha_s, bw_Bps):
     return a, b
 
 
-def ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
-    """2(n-1) alpha_s + 2 (n-1)/n S/B."""
+def ring_hop_latency_s(k, alpha_s):
+    """Mean latency of one hop of a ring laid out level by level.
+
+    A chunk of a pipelined ring crosses the hops one after the other, so the ring pays the sum of its hops'
+    latencies, not its slowest hop's on every step: NCCL's tuning model charges a ring all-reduce 2(nNodes - 1)
+    inter-node steps at the network latency and the remaining steps at the intra-node one (src/graph/tuning.cc).
+    Per lap, hops leaving a unit of level L-1 number N_L = prod(k[L:]) (when > 1), so prod(k[L:]) -
+    prod(k[L+1:]) hops cross level L and no higher; e.g. 2 buildings x 256 nodes x 8 GPUs: 2 hops at the
+    cross-building latency, 510 at the building fabric's, 3,584 inside the nodes."""
     n = jnp.prod(k)
-    a, b = bottleneck(k, alpha_s, bw_Bps)
-    return 2.0 * (n - 1.0) * a + 2.0 * (n - 1.0) / n * size_bytes / b
+    suffix = jnp.cumprod(k[::-1])[::-1]  # suffix[L] = prod(k[L:])
+    leaving = jnp.where(suffix > 1.0 + 1e-6, suffix, 0.0)
+    hops = leaving - jnp.concatenate([leaving[1:], jnp.zeros_like(leaving[:1])])
+    return jnp.where(n > 1.0 + 1e-6, jnp.sum(hops * alpha_s) / jnp.maximum(n, 1.0), 0.0)
+
+
+def ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
+    """2(n-1) alpha_hop + 2 (n-1)/n S/B: the mean hop latency (ring_hop_latency_s), the slowest level's bandwidth."""
+    n = jnp.prod(k)
+    _, b = bottleneck(k, alpha_s, bw_Bps)
+    return 2.0 * (n - 1.0) * ring_hop_latency_s(k, alpha_s) + 2.0 * (n - 1.0) / n * size_bytes / b
 
 
 def ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):

@@ -21,7 +21,8 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
-from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, tree_allreduce_s
+from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, ring_hop_latency_s,
+                          tree_allreduce_s)
 from .memory import model_state_bytes
 from .overlap import exposed_s
 from .placement import spans
@@ -32,13 +33,13 @@ BUCKET_PARAMS = 4e7  # Megatron's default DDP bucket (40M parameters)
 
 def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
     """NCCL ring reduce-scatter (all-gather: same) over levels with k[L] participants each:
-    (n-1) alpha_max + max_L (n-1)/n S / (m_(L-1) B_L) over the spanned levels, m_(L-1) = prod(k below L)."""
+    (n-1) alpha_hop + max_L (n-1)/n S / (m_(L-1) B_L) over the spanned levels, m_(L-1) = prod(k below L);
+    alpha_hop is the mean hop latency of the ring (collectives.ring_hop_latency_s)."""
     n = jnp.prod(k)
     s = spans(k) > 0
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
     per_level = jnp.where(s, (n - 1.0) / n * size_bytes / (inner * bw_Bps), 0.0)
-    a = jnp.max(jnp.where(s, alpha_s, 0.0))
-    return (n - 1.0) * a + jnp.max(per_level)
+    return (n - 1.0) * ring_hop_latency_s(k, alpha_s) + jnp.max(per_level)
 
 
 def shards_weights(sharding):
