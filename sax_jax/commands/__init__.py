@@ -1,5 +1,12 @@
 """One module per `sax` subcommand; each defines register(subparsers) and sets `func`."""
+import json
 import math
+import os
+import sys
+
+from rich.console import Console
+
+from ..report import json_safe
 
 
 def whole_number(text: str) -> int:
@@ -11,3 +18,15 @@ def whole_number(text: str) -> int:
     if not (math.isfinite(v) and v == int(v)):
         raise ValueError(text)
     return int(v)
+
+
+def output_console(json_mode: bool, piped_width: int = 120) -> Console:
+    """The console for tables and progress: stderr when stdout carries JSON. Piped (logs, CI), rich would assume
+    80 columns and truncate the design columns, so it gets ``piped_width`` unless COLUMNS says otherwise."""
+    stream = sys.stderr if json_mode else sys.stdout
+    return Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else piped_width)
+
+
+def print_json(obj) -> None:
+    """One JSON object on stdout: NaN and infinities become null (report.json_safe), never invalid JSON."""
+    print(json.dumps(json_safe(obj), indent=2, allow_nan=False, default=str))

@@ -1,11 +1,11 @@
 """`sax eval SCENARIO [--baseline NAME] [--set axis=value ...] [--json]`: one design, explained."""
-import json
 
+from . import print_json
 from ..config import load_scenario
 from ..design_args import parse_sets, resolve_design
 from ..evaluate import evaluate_one
 from ..published import published_for
-from ..report import eval_record, json_safe, print_eval
+from ..report import eval_record, print_eval
 
 
 def run(args) -> int:
@@ -15,7 +15,7 @@ def run(args) -> int:
     rec = eval_record(scenario, scenario.space.to_dict(design), evaluate_one(scenario, design))
     rec["published"] = published_for(scenario, rec["design"])
     if args.json:
-        print(json.dumps(json_safe(rec), indent=2, allow_nan=False, default=str))
+        print_json(rec)
     else:
         print_eval(rec)
     return 0

@@ -6,16 +6,15 @@ Same seed, same result. ``--json`` prints one object: {"method", "best": {"desig
 """
 from __future__ import annotations
 
-import json
 import sys
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import whole_number
+from . import print_json, whole_number
 from ..config import load_scenario
-from ..report import fmt_time, json_safe
+from ..report import fmt_time
 from ..search.runner import MAX_BUDGET, METHODS, check_search_args, run_search
 from ..specs import ConfigError
 from ..trust import print_warnings, warnings_for
@@ -85,7 +84,7 @@ def run(args) -> int:
     rec["warnings"] = warnings_for(scenario, [best] if best else [])
     if args.json:
         rec.pop("history", None)
-        print(json.dumps(json_safe(rec), indent=2, allow_nan=False, default=str))
+        print_json(rec)
     else:
         print_record(rec)
     return 0

@@ -2,18 +2,17 @@
 its baselines and the crossovers between them as one system or training number varies."""
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 from rich.console import Console
 from rich.table import Table
 
-from . import whole_number
+from . import output_console, print_json, whole_number
 from .sweep import PLOT_SUFFIXES, setup_compile_cache
 from ..config import load_scenario
 from ..cost import BREAKDOWN_KEYS
-from ..report import fmt_time, json_safe
+from ..report import fmt_time
 from ..sensitivity import parse_vary, sensitivity
 from ..space import AXES
 from ..specs import ConfigError
@@ -138,11 +137,10 @@ def run(args) -> int:
                           "in all)", "narrow the scenario's space (fewer options per axis) or study a smaller scenario")
     import jax
     setup_compile_cache(jax)
-    stream = sys.stderr if args.json else sys.stdout
-    console = Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else 120)
+    console = output_console(args.json)
     study = sensitivity(scenario, vary, top_k=args.top, progress=sys.stderr.isatty())
     if args.json:
-        print(json.dumps(json_safe(study), indent=2, allow_nan=False, default=str))
+        print_json(study)
     else:
         print_study(study, scenario.space, console)
     if args.plot:

@@ -10,6 +10,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from . import output_console, print_json
 from .sweep import setup_compile_cache
 from ..report import fmt_time, json_safe
 from ..specs import ConfigError
@@ -98,13 +99,12 @@ def run(args) -> int:
     header, models = load_study(args.study)  # every key checked before anything is compiled
     import jax
     setup_compile_cache(jax)
-    stream = sys.stderr if args.json else sys.stdout
-    console = Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else 160)
+    console = output_console(args.json, piped_width=160)
     progress = (lambda p: console.print(f"{p['model']} {p['values']}: {_x(p['speedup_vs_production'])}")
                 ) if sys.stderr.isatty() else None
     result = run_study(header, models, on_point=progress)
     if args.json:
-        print(json.dumps(json_safe(result), indent=2, allow_nan=False, default=str))
+        print_json(result)
     else:
         print_study(result, console)
     if args.out:

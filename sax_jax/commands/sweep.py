@@ -14,7 +14,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from . import whole_number
+from . import output_console, print_json, whole_number
 from .. import robust, uncertainty
 from ..config import load_scenario
 from ..engine import DEFAULT_ENGINE
@@ -264,9 +264,7 @@ def run(args) -> int:
     setup_compile_cache(jax, not args.no_compile_cache)
 
     scenario = load_scenario(args.scenario)
-    stream = sys.stderr if args.json else sys.stdout
-    # piped (logs, CI): rich would assume 80 columns and truncate the design columns
-    console = Console(file=stream, width=None if stream.isatty() or os.environ.get("COLUMNS") else 120)
+    console = output_console(args.json)
     try:
         signal.signal(signal.SIGTERM, _sigterm)
     except ValueError:  # not the main thread
@@ -301,11 +299,8 @@ def run(args) -> int:
     if args.out:
         write_outputs(result, args.out, warnings, {**bands, **({"robust": ranking} if ranking else {})})
     if args.json:
-        print(json.dumps(json_safe({**summary(result, warnings),
-                                    "baselines": {n: b["step_time_s"] for n, b in base.items()},
-                                    "speedup_vs": speedup_vs, **bands,
-                                    **({"robust": ranking} if ranking else {})}), indent=2, allow_nan=False,
-                         default=str))
+        print_json({**summary(result, warnings), "baselines": {n: b["step_time_s"] for n, b in base.items()},
+                    "speedup_vs": speedup_vs, **bands, **({"robust": ranking} if ranking else {})})
     else:
         print_result(result, console, scenario.space)
         for name, ratio in speedup_vs.items():
