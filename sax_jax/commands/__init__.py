@@ -20,6 +20,22 @@ def whole_number(text: str) -> int:
     return int(v)
 
 
+def check_output_file(flag: str, path: str, suffixes: tuple, example: str) -> None:
+    """An output file named by ``flag`` can be written: a known suffix, not a directory, in a writable directory
+    that exists; checked before anything runs, so a typo costs nothing."""
+    from ..specs import ConfigError
+    parent = os.path.dirname(os.path.abspath(path))
+    if not path.lower().endswith(suffixes):
+        raise ConfigError(None, flag, path, "unknown file type", f"end the name in one of {', '.join(suffixes)}")
+    if os.path.isdir(path):
+        raise ConfigError(None, flag, path, "is a directory", f"give a file name, e.g. {example}")
+    if not os.path.isdir(parent):
+        raise ConfigError(None, flag, path, f"directory {parent} does not exist",
+                          "create it first or write the file elsewhere")
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(None, flag, path, f"directory {parent} is not writable")
+
+
 def output_console(json_mode: bool, piped_width: int = 120) -> Console:
     """The console for tables and progress: stderr when stdout carries JSON. Piped (logs, CI), rich would assume
     80 columns and truncate the design columns, so it gets ``piped_width`` unless COLUMNS says otherwise."""

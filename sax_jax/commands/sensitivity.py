@@ -2,13 +2,12 @@
 its baselines and the crossovers between them as one system or training number varies."""
 from __future__ import annotations
 
-import os
 import sys
 
 from rich.console import Console
 from rich.table import Table
 
-from . import output_console, print_json, whole_number
+from . import check_output_file, output_console, print_json, whole_number
 from .sweep import PLOT_SUFFIXES, setup_compile_cache
 from ..config import load_scenario
 from ..cost import BREAKDOWN_KEYS
@@ -23,17 +22,7 @@ MAX_TOP = 100  # designs listed per value
 
 def check_plot_path(path: str) -> None:
     """The --plot file can be written (the same rules as `sax sweep --plot`), checked before any sweep runs."""
-    parent = os.path.dirname(os.path.abspath(path))
-    if not path.lower().endswith(PLOT_SUFFIXES):
-        raise ConfigError(None, "--plot", path, "unknown image type",
-                          f"end the name in one of {', '.join(PLOT_SUFFIXES)}")
-    if os.path.isdir(path):
-        raise ConfigError(None, "--plot", path, "is a directory", "give a file name, e.g. sensitivity.png")
-    if not os.path.isdir(parent):
-        raise ConfigError(None, "--plot", path, f"directory {parent} does not exist",
-                          "create it first or write the plot elsewhere")
-    if not os.access(parent, os.W_OK):
-        raise ConfigError(None, "--plot", path, f"directory {parent} is not writable")
+    check_output_file("--plot", path, PLOT_SUFFIXES, "sensitivity.png")
 
 
 def fmt_value(v) -> str:
