@@ -7,8 +7,8 @@ exhaustive sweep (`sax sweep`: top-k, Pareto fronts), the validation bands and n
 model and GPU (``published.published_for``).
 
 Spaces too large to sweep on the machine in a report's time (``SWEEP_LIMIT``) are searched instead
-(evolution, the `sax search` default strategy): the page then says so and has no exhaustive Pareto fronts,
-and its sensitivity curves hold the found design and the baselines fixed (no re-optimization per value).
+(evolution, the `sax search` default strategy), also at each sensitivity value (``sensitivity.searched_points``):
+the page then says so and has no exhaustive Pareto fronts.
 """
 from __future__ import annotations
 
@@ -164,11 +164,12 @@ def collect(scenario, top_k: int = DEFAULT_TOP, varies=None, engine=None, progre
         study = {"level": v.target, "field": v.field, "values": list(v.values),
                  "nominal": getattr(next(lv for lv in scenario.system.levels if lv.name == v.target), v.field, None)
                  if v.target != "training" else getattr(scenario.training, v.field)}
-        if exhaustive:
-            full = sensitivity(scenario, v, top_k=1, engine=engine, progress=progress)
-            study["best_s"] = [p["best"]["step_time_s"] if p["best"] else None for p in full["points"]]
-            study["best_designs"] = [p["best"]["design"] if p["best"] else None for p in full["points"]]
-            study["crossovers"] = full["crossovers"]
+        full = sensitivity(scenario, v, top_k=1, engine=engine, progress=progress, sweep_limit=sweep_limit,
+                           search_budget=search_budget, seed=seed)
+        study["method"] = full["method"]
+        study["best_s"] = [p["best"]["step_time_s"] if p["best"] else None for p in full["points"]]
+        study["best_designs"] = [p["best"]["design"] if p["best"] else None for p in full["points"]]
+        study["crossovers"] = full["crossovers"]
         study["fixed_s"] = fixed_curves(scenario, v, named, engine)
         studies.append(study)
 

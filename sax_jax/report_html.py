@@ -157,7 +157,7 @@ def sensitivity_chart(study: dict):
     crossovers where the best design changes."""
     x = study["values"]
     fig = go.Figure()
-    if "best_s" in study:
+    if study.get("best_s"):
         hover = [design_text(d) if d else "no feasible design" for d in study["best_designs"]]
         fig.add_trace(go.Scatter(x=x, y=study["best_s"], mode="lines+markers", name="best at each value",
                                  line={"width": 3, "color": "#009E73"}, text=hover,
@@ -274,17 +274,17 @@ def _sensitivity(studies: list, charts: list) -> str:
     for i, st in enumerate(studies):
         charts.append(chart(sensitivity_chart(st), f"chart-sensitivity-{i}"))
         out += charts[-1]
-        xs = st.get("crossovers")
+        xs = st.get("crossovers") or []
+        if st.get("method") == "search":
+            out += ("<p>The space is too large to sweep: at each value the best design is the fastest of the "
+                    "designs the evolution search found at any value; a better one may exist.</p>")
         if xs:
             out += "<ul>" + "".join(
                 f"<li>{esc(c['axis'])}: {esc(c['from'])} → {esc(c['to'])} "
                 + (f"at {st['level']}.{st['field']} ≈ {c['at']:.4g}" if c["at"] is not None
                    else f"between {c['between'][0]:g} and {c['between'][1]:g}") + "</li>" for c in xs) + "</ul>"
-        elif xs is not None:
-            out += "<p>The best design does not change over these values.</p>"
         else:
-            out += ("<p>The space is searched, not swept, so the curves hold the found design and the baselines "
-                    "fixed.</p>")
+            out += "<p>The best design does not change over these values.</p>"
     return out
 
 

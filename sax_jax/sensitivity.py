@@ -33,6 +33,10 @@ BISECT_REL_TOL = 1e-3  # stop when the crossover bracket is narrower than 0.1 % 
 # bound on bisection steps (two evaluations each): a bracket from 0 halves linearly and may never reach the
 # relative tolerance when the crossover sits at 0
 BISECT_MAX_STEPS = 40
+# Spaces above this many designs are searched at each value instead of swept: one sweep of 1e9 designs takes
+# ~25 s on 2 CPU cores (~4e7 designs/s, benchmarks/throughput.py) and well under a second on a GPU.
+SWEEP_LIMIT = 1e9
+SEARCH_BUDGET = 20_000  # evaluations of the evolution search per value on larger spaces
 
 
 def _ranges(target: str) -> dict:
@@ -155,6 +159,37 @@ def run_point(scenario, value, top_k: int = 1, engine=None, progress: bool = Fal
                           for name, b in base.items()}}
 
 
+def searched_points(scenarios: list, values: tuple, budget: int, seed: int, engine=None) -> list:
+    """Points as ``run_point`` gives them, for spaces too large to sweep: an evolution search at each value, then
+    every design found at any value evaluated at every value (one batched call each) and the fastest kept, so a
+    search that missed at one value is not reported as a crossover the designs do not make."""
+    from .compare import evaluate_designs
+    from .search.runner import run_search
+    found = []
+    for sc in scenarios:
+        d = run_search(sc, "evolution", budget=budget, seed=seed)["best"]
+        if d.get("step_time_s") is not None and d["design"] not in found:
+            found.append(d["design"])
+    points = []
+    for sc, value in zip(scenarios, values):
+        costs = evaluate_designs(sc, [sc.space.design(d) for d in found], engine) if found else []
+        ok = [(c["step_time_s"], i) for i, c in enumerate(costs) if c["feasible"]]
+        best = None
+        if ok:
+            t, i = min(ok)
+            c = costs[i]
+            best = {"design": found[i], "step_time_s": t, "tokens_per_s": c["tokens_per_s"], "mfu": c["mfu"],
+                    "memory_bytes": c["memory_bytes"], "breakdown": c["breakdown"]}
+        base = baseline_costs(sc)
+        best_s = best["step_time_s"] if best else None
+        points.append({"value": value, "best": best, "n_feasible": None,
+                       "top": [{k: best[k] for k in ("design", "step_time_s", "mfu")}] if best else [],
+                       "baselines": {name: {"step_time_s": b["step_time_s"],
+                                            "speedup": speedup(b["step_time_s"], best_s)}
+                                     for name, b in base.items()}})
+    return points
+
+
 def _time_s(scenario, design: dict, engine) -> float:
     """Step time of a design (a dict of option names), +inf when infeasible; what ``sax eval`` computes."""
     cost = evaluate_one(scenario, scenario.space.design(design), engine)
@@ -220,17 +255,23 @@ def find_crossovers(scenario, vary: Vary, points: list, refine: bool = True, eng
 
 
 def sensitivity(scenario, vary: Vary, top_k: int = 1, refine: bool = True, engine=None,
-                progress: bool = False) -> dict:
-    """The whole study as one JSON-ready dict (the shape ``sax sensitivity --json`` prints)."""
+                progress: bool = False, sweep_limit: float = SWEEP_LIMIT, search_budget: int = SEARCH_BUDGET,
+                seed: int = 0) -> dict:
+    """The whole study as one JSON-ready dict (the shape ``sax sensitivity --json`` prints). Spaces above
+    ``sweep_limit`` designs are searched at each value (``searched_points``; "method": "search")."""
     engine = engine or DEFAULT_ENGINE
     scenarios = check_vary(scenario, vary)
-    points = [run_point(sc, v, top_k, engine, progress) for sc, v in zip(scenarios, vary.values)]
+    exhaustive = scenario.space.size <= sweep_limit
+    points = ([run_point(sc, v, top_k, engine, progress) for sc, v in zip(scenarios, vary.values)] if exhaustive
+              else searched_points(scenarios, vary.values, search_budget, seed, engine))
     warnings = []
     for sc, p in zip(scenarios, points):
         for w in warnings_for(sc, [p["best"]["design"]] if p["best"] else []):
             if w not in warnings:
                 warnings.append(w)
     return {"scenario": scenario.name, "objective": scenario.objective,
+            "method": "sweep" if exhaustive else "search",
+            "search": None if exhaustive else {"algorithm": "evolution", "budget": search_budget, "seed": seed},
             "vary": {"level": vary.target, "field": vary.field, "values": list(vary.values)},
             "points": points, "crossovers": find_crossovers(scenario, vary, points, refine, engine),
             "warnings": warnings}

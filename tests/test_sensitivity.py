@@ -18,6 +18,7 @@ import sax_jax as sx
 from sax_jax.cli import main
 from sax_jax.commands.sensitivity import print_study
 from sax_jax.engine import Engine
+from sax_jax.evaluate import evaluate_one
 from sax_jax.sensitivity import find_crossovers, parse_vary, sensitivity, with_value
 from sax_jax.specs import ConfigError
 
@@ -262,9 +263,29 @@ def test_parse_vary_library_errors_are_config_errors():
     assert parse_vary("building.size=4,1e0").values == (1, 4) and not parse_vary("building.size=1").continuous
 
 
-def test_huge_space_refused_before_any_sweep(capsys):
-    """An exhaustive study of 1.3e15 designs per value would run for years: exit 2 naming the space."""
-    from sax_jax.cli import main
+def test_huge_exhaustive_study_refused_before_any_sweep(capsys, monkeypatch):
+    """Were 1.3e15 designs per value swept, the study would run for years: exit 2 naming the space."""
+    from sax_jax.commands import sensitivity as cmd
+    monkeypatch.setattr(cmd, "SWEEP_LIMIT", 1e16)  # force the exhaustive path
     assert main(["sensitivity", "huge-four-buildings", "--vary", "campus.bandwidth_GBps=10,50"]) == 2
     err = capsys.readouterr().err
     assert "space" in err and "too large" in err and "1.34e+15" in err
+
+
+def test_huge_space_is_searched_at_each_value(engine):
+    """Above SWEEP_LIMIT each value is searched; every design found is evaluated at every value and the fastest
+    kept, so each point's best is never slower than any found design there (checked by direct evaluation)."""
+    huge = sx.load_scenario("huge-four-buildings")
+    vary = parse_vary("campus.latency_us=100,500,20000")
+    study = sensitivity(huge, vary, engine=engine, search_budget=1500, seed=0)
+    assert study["method"] == "search" and study["search"]["budget"] == 1500
+    found = [p["best"]["design"] for p in study["points"] if p["best"]]
+    assert found, "the search found no feasible design"
+    for p in study["points"]:
+        sc = with_value(huge, vary, p["value"])
+        times = [evaluate_one(sc, sc.space.design(d), engine) for d in found]
+        fastest = min(t["step_time_s"] for t in times if t["feasible"])
+        assert p["best"]["step_time_s"] == pytest.approx(fastest, rel=REL)
+        for name, b in p["baselines"].items():
+            t = evaluate_one(sc, sc.baseline_design(name), engine)["step_time_s"]
+            assert b["step_time_s"] == pytest.approx(t, rel=REL)

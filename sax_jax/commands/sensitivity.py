@@ -12,7 +12,8 @@ from .sweep import PLOT_SUFFIXES, setup_compile_cache
 from ..config import load_scenario
 from ..cost import BREAKDOWN_KEYS
 from ..report import fmt_time
-from ..sensitivity import parse_vary, sensitivity
+from ..search.runner import MAX_BUDGET, MAX_SEED
+from ..sensitivity import SEARCH_BUDGET, SWEEP_LIMIT, parse_vary, sensitivity
 from ..space import AXES
 from ..specs import ConfigError
 from ..trust import print_warnings
@@ -55,6 +56,11 @@ def print_study(study: dict, space, console: Console) -> None:
             t, s = p["baselines"][n]["step_time_s"], p["baselines"][n]["speedup"]
             cells.append("infeasible" if t is None else fmt_time(t) + (f" ({s:.2f}x)" if s else ""))
         tab.add_row(*cells, *[str(b["design"][ax]) if b else "-" for ax in differ])
+    if study.get("method") == "search":
+        sr = study["search"]
+        console.print(f"the space is too large to sweep at each value: best designs from an {sr['algorithm']} search "
+                      f"of {sr['budget']:,} evaluations per value (seed {sr['seed']}), each found design evaluated at "
+                      "every value; a better design may exist", soft_wrap=True)
     if shared:
         console.print("every best design: " + ", ".join(f"{ax}={best[0][ax]}" for ax in shared))
     console.print(tab)
@@ -118,16 +124,22 @@ def run(args) -> int:
         check_plot_path(args.plot)
     vary = parse_vary(args.vary)
     scenario = load_scenario(args.scenario)
+    if not 1 <= args.budget <= MAX_BUDGET:
+        raise ConfigError(None, "--budget", args.budget, f"must be a whole number in [1, {MAX_BUDGET:,}]",
+                          f"evaluations of the search per value on spaces above {SWEEP_LIMIT:.0e} designs")
+    if not 0 <= args.seed <= MAX_SEED:
+        raise ConfigError(None, "--seed", args.seed, f"must be a whole number in [0, {MAX_SEED}]")
     designs = scenario.space.size * len(vary.values)
-    if designs > MAX_STUDY_DESIGNS:
+    if scenario.space.size <= SWEEP_LIMIT and designs > MAX_STUDY_DESIGNS:
         # an exhaustive study of a space this size would run for days or years, not fail: refuse up front
         raise ConfigError(scenario.path, "space", f"{scenario.space.size:.3g} designs x {len(vary.values)} values",
                           f"is too large for an exhaustive sensitivity study (limit {MAX_STUDY_DESIGNS:.0e} designs "
-                          "in all)", "narrow the scenario's space (fewer options per axis) or study a smaller scenario")
+                          "in all)", "fewer values, or narrow the scenario's space (fewer options per axis)")
     import jax
     setup_compile_cache(jax)
     console = output_console(args.json)
-    study = sensitivity(scenario, vary, top_k=args.top, progress=sys.stderr.isatty())
+    study = sensitivity(scenario, vary, top_k=args.top, progress=sys.stderr.isatty(), search_budget=args.budget,
+                        seed=args.seed)
     if args.json:
         print_json(study)
     else:
@@ -149,6 +161,10 @@ def register(sub):
                         "values are sorted, each swept exhaustively")
     p.add_argument("--top", type=whole_number, default=1, metavar="K",
                    help=f"designs listed at each value, 1 to {MAX_TOP} (default 1: the best)")
+    p.add_argument("--budget", type=whole_number, default=SEARCH_BUDGET, metavar="N",
+                   help=f"evaluations of the evolution search at each value, used instead of the sweep on spaces "
+                        f"above {SWEEP_LIMIT:.0e} designs (default {SEARCH_BUDGET:,})")
+    p.add_argument("--seed", type=whole_number, default=0, metavar="S", help="seed of that search (default 0)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="PNG", help="write step time vs the value as a plot")
     p.set_defaults(func=run)
