@@ -145,3 +145,18 @@ def robust_ranking(scenario, params: Params, candidates: list, baselines: dict, 
 
 def _num(x):
     return int(x) if isinstance(x, np.integer) else float(x)
+
+
+def neighbourhood(scenario, design: dict, k: int, engine=None) -> list:
+    """Candidates for a robust ranking where the space is too large to sweep (`sax search --robust`): the found
+    design and every feasible design that differs from it in one axis, fastest first (nominal step time), at
+    most ``k``. A search yields one design; its neighbourhood is the set of alternatives a planner could pick
+    instead by changing one decision."""
+    from .compare import evaluate_designs
+    from .search.genome import design_digits, design_dict, neighbours_of, scenario_problem
+    problem = scenario_problem(scenario)
+    digits = design_digits(problem, scenario.space.design(design))
+    around = [design] + [design_dict(problem, row) for row in neighbours_of(problem, digits)]
+    costs = evaluate_designs(scenario, [scenario.space.design(d) for d in around], engine)
+    ok = sorted((c["step_time_s"], i) for i, c in enumerate(costs) if c["feasible"] and i > 0)
+    return [design] + [around[i] for _, i in ok[:max(k - 1, 0)]]

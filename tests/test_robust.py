@@ -149,3 +149,24 @@ def test_bad_flags_exit_2(capsys, argv, flag):
     rc = main(["sweep", "h100-building", *argv])
     err = capsys.readouterr().err
     assert rc == 2 and flag in err and "Traceback" not in err, (rc, err)
+
+
+def test_search_robust_ranks_the_found_design_and_its_neighbours(capsys):
+    """`sax search --robust` (spaces too large to sweep): candidates are the found design and feasible designs
+    that differ from it in exactly one axis, nominal-fastest first; the ranking is robust_ranking's."""
+    from sax_jax.space import AXES
+    assert main(["search", "four-buildings", "--budget", "400", "--robust", "--samples", "16", "--robust-top", "12",
+                 "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    cands = rec["robust"]["candidates"]
+    assert cands[0]["design"] == rec["best"]["design"] and len(cands) == 12
+    for c in cands[1:]:
+        assert sum(c["design"][ax] != rec["best"]["design"][ax] for ax in AXES) == 1
+    nominal = [c["nominal_s"] for c in cands[1:]]
+    assert nominal == sorted(nominal)
+    assert {c["mean_rank"] for c in cands} == set(range(1, 13))
+
+
+def test_search_robust_flags_need_robust(capsys):
+    assert main(["search", "four-buildings", "--samples", "16"]) == 2
+    assert "--samples" in capsys.readouterr().err

@@ -63,6 +63,16 @@ def print_record(rec: dict, console: Console | None = None):
     print_warnings(rec.get("warnings", []), con)
 
 
+def check_robust_args(args) -> None:
+    from .sweep import MAX_ROBUST_TOP, MAX_SAMPLES
+    for flag, value, hi in (("--samples", args.samples, MAX_SAMPLES), ("--robust-top", args.robust_top,
+                                                                       MAX_ROBUST_TOP)):
+        if value is not None and not args.robust:
+            raise ConfigError(None, flag, value, "only with --robust", f"sax search SCENARIO --robust {flag} ...")
+        if value is not None and not 1 <= value <= hi:
+            raise ConfigError(None, flag, value, f"must be a whole number in [1, {hi:,}]")
+
+
 def run(args) -> int:
     if args.method == "exhaustive" and (args.budget is not None or args.seed is not None):
         raise ConfigError(None, "--budget" if args.budget is not None else "--seed",
@@ -72,6 +82,7 @@ def run(args) -> int:
     args.budget = 5000 if args.budget is None else args.budget
     args.seed = 0 if args.seed is None else args.seed
     check_search_args(args.method, args.strategy, args.budget, args.seed)  # before anything is compiled
+    check_robust_args(args)
     scenario = load_scenario(args.scenario)
     bar, update = _progress_bar(not args.json and sys.stderr.isatty() and args.method != "random")
     if bar is not None:
@@ -82,11 +93,22 @@ def run(args) -> int:
                          None if args.json else (lambda f, b: None))
     best = (rec.get("best") or {}).get("design")
     rec["warnings"] = warnings_for(scenario, [best] if best else [])
+    if args.robust and best and rec["best"].get("step_time_s") is not None:
+        from .. import robust
+        from ..engine import DEFAULT_ENGINE
+        cands = robust.neighbourhood(scenario, best, args.robust_top or robust.DEFAULT_TOP)
+        rec["robust"] = robust.robust_ranking(scenario, DEFAULT_ENGINE.params(scenario), cands,
+                                              {n: scenario.baseline_design(n) for n in scenario.baselines},
+                                              args.samples or robust.DEFAULT_SAMPLES, args.seed)
+        rec["robust"]["candidates_from"] = "the found design and its feasible one-axis neighbours"
     if args.json:
         rec.pop("history", None)
         print_json(rec)
     else:
         print_record(rec)
+        if rec.get("robust"):
+            from .sweep import print_robust
+            print_robust(rec["robust"], Console(), scenario.space, 10)
     return 0
 
 
@@ -102,5 +124,12 @@ def register(sub):
                         "generations, so it may stop a little below")
     p.add_argument("--seed", type=whole_number, default=None, help="random seed, 0 to 2**32-1 (default 0; same seed, same "
                                                            "result)")
+    p.add_argument("--robust", action="store_true",
+                   help="re-rank the found design and its one-axis neighbours by mean and p90 step time over sampled "
+                        "system numbers (as sax sweep --robust, for spaces too large to sweep); samples use --seed")
+    p.add_argument("--samples", type=whole_number, default=None, metavar="N",
+                   help="with --robust: systems sampled (default 256)")
+    p.add_argument("--robust-top", type=whole_number, default=None, metavar="K",
+                   help="with --robust: candidates re-ranked (default 100)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
