@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..space import Recompute
+from ..space import Recompute, full_recompute_share
 from .terms import Term
 
 FLASH_BWD_RATIO = 2.5
@@ -140,8 +140,8 @@ def compute_term(ctx, d, model) -> Term:
     """Kernels of the slowest stage: its layers forward, backward and recomputed, plus the output layer.
     Memory: fp32 logits of the whole microbatch when one stage holds both ends (pp = 1)."""
     lt = ctx.layer
-    recompute_s = jnp.select([d.recompute == Recompute.SELECTIVE, d.recompute == Recompute.FULL],
-                             [lt.recompute_selective_s, lt.fwd_s], 0.0)
+    recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
+                            full_recompute_share(d.recompute) * lt.fwd_s)
     stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s
     logits_bytes = jnp.where(d.pp <= 1.0, 4.0 * d.mbs * ctx.seq * model.vocab / (d.tp * d.cp), 0.0)
     return Term(stage_s=stage_s, memory_bytes=logits_bytes)

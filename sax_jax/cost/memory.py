@@ -23,7 +23,7 @@ MHA, f = 4h, SP: 34 sbh/t -> 29 sbh/t.
 """
 import jax.numpy as jnp
 
-from ..space import Recompute, Schedule, Sharding
+from ..space import Recompute, Schedule, Sharding, full_recompute_share
 
 
 def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0):
@@ -44,10 +44,13 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     tp_part = (qkv + proj_in + mlp_hidden) / tp
     # softmax output 2 bytes per score, plus the dropout mask (1) and output (2) when the model has dropout
     scores = (2.0 + 3.0 * model.dropout) * model.heads * s * seq * b / tp
-    scores = jnp.where((train.flash > 0) | (recompute != Recompute.NONE), 0.0, scores)
+    # selective recompute drops the scores; with half the layers are stored whole, scores included
+    scores = jnp.where((train.flash > 0) | (recompute == Recompute.SELECTIVE) | (recompute == Recompute.FULL), 0.0,
+                       scores)
     none_or_sel = sp_part + tp_part + scores
     full = 2.0 * sbh / sp_div
-    return jnp.where(recompute == Recompute.FULL, full, none_or_sel)
+    share = full_recompute_share(recompute)  # the mean over the stage's layers
+    return share * full + (1.0 - share) * none_or_sel
 
 
 def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):

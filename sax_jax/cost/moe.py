@@ -8,7 +8,7 @@ measured backward is about twice the forward), full recompute the forward's agai
 """
 import jax.numpy as jnp
 
-from ..space import Recompute
+from ..space import full_recompute_share
 from .collectives import all_to_all_s, launch_s
 from .terms import Term
 
@@ -33,8 +33,8 @@ def ep_term(ctx, d, model, train):
     f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
                                         ctx.bw_Bps)
     fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
-    full = d.recompute == Recompute.FULL
-    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
+    full = full_recompute_share(d.recompute)  # layers whose forward runs twice
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     alltoalls = FWD_ALLTOALLS * (1.0 + full) + BWD_ALLTOALLS
     leaving = members - jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])  # members outside each level

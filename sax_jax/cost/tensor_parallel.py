@@ -8,7 +8,7 @@ forward's. Time and cross-building bytes both come from these counts.
 """
 import jax.numpy as jnp
 
-from ..space import Overlap, Recompute
+from ..space import Overlap, full_recompute_share
 from . import collectives as coll
 from .overlap import exposed_s
 from .terms import Term
@@ -38,8 +38,8 @@ def tp_term(ctx, d, train, gpu):
     slowdown = gpu.overlap_slowdown
     fwd_layer_s = exposed_s(fwd_volume_s, ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
     bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
-    full = d.recompute == Recompute.FULL
-    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + jnp.where(full, fwd_layer_s, 0.0))
+    full = full_recompute_share(d.recompute)  # layers whose forward runs twice
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     allreduces = FWD_ALLREDUCES * (1.0 + full) + BWD_ALLREDUCES + sp_allreduces
     per_gpu = allreduces * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, ctx.act_bytes))
