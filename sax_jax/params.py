@@ -75,6 +75,14 @@ class ModelP(NamedTuple):
     moe_fraction: jnp.ndarray  # fraction of layers that are MoE
     imbalance: jnp.ndarray
     locality: jnp.ndarray
+    # multi-head latent attention (specs.MLASpec); for GQA models mla = 0, the widths 0 and the head dims head_dim
+    mla: jnp.ndarray  # 1 if the attention is MLA
+    mla_down: jnp.ndarray  # MACs per token of the down projections W_DQ, W_DKV (duplicated on every TP rank)
+    mla_up: jnp.ndarray  # MACs per token of the up projections W_UQ (or W_Q), W_UKV (split over TP)
+    mla_rep_params: jnp.ndarray  # parameters duplicated on every TP rank (down projections, latent norms)
+    mla_latent: jnp.ndarray  # per-token width of [c_Q, c_KV, k_rope]
+    qk_head_dim: jnp.ndarray  # per-head width of the QK^T product (MLA: nope + rope)
+    v_head_dim: jnp.ndarray  # per-head width of the PV product
 
 
 class GpuP(NamedTuple):
@@ -166,7 +174,19 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
-        locality=moe.locality if moe else 0.0)
+        locality=moe.locality if moe else 0.0, **_mla_values(m))
+
+
+def _mla_values(m: ModelSpec) -> dict:
+    a, h, mla = m.heads, m.hidden, m.mla
+    if mla is None:
+        return dict(mla=0, mla_down=0, mla_up=0, mla_rep_params=0, mla_latent=0, qk_head_dim=m.head_dim,
+                    v_head_dim=m.head_dim)
+    q_in = mla.q_lora_rank if mla.q_lora_rank > 0 else h
+    return dict(mla=1, mla_down=h * mla.q_lora_rank + h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
+                mla_up=q_in * a * mla.qk_head_dim + mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
+                mla_rep_params=mla.replicated_params(h), mla_latent=mla.latent_width, qk_head_dim=mla.qk_head_dim,
+                v_head_dim=mla.v_head_dim)
 
 
 # Bytes per element of the inputs a linear layer saves for its weight gradient: FP8 1; NVFP4 half a byte plus one

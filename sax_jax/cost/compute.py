@@ -70,13 +70,27 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     imbalance = model.imbalance if imbalance is None else imbalance
     bs = mb * seq
     h, d = model.hidden, model.head_dim
-    qkv = 2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d)
-    proj = 2.0 * bs * (model.heads * d) * h
+    mla = model.mla > 0
+    # MLA (DeepSeek-V3, arXiv 2412.19437, eqs. 1-11): the QKV GEMMs are the down projections W_DQ, W_DKV and the
+    # up projections W_UQ, W_UKV (params.ModelP.mla_down / mla_up, MACs per token); the output projection maps
+    # a v_head_dim back to h
+    qkv = jnp.where(mla, 2.0 * bs * (model.mla_down + model.mla_up),
+                    2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d))
+    proj = jnp.where(mla, 2.0 * bs * (model.heads * model.v_head_dim) * h, 2.0 * bs * (model.heads * d) * h)
     dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
     expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance + model.shared_experts)
     mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
-    attn = 4.0 * mb * seq * seq * model.heads * d
+    # attention core: QK^T 2bs^2 a d_qk + PV 2bs^2 a d_v (MLA: d_qk = nope + rope = 192, d_v = 128; GQA: both d)
+    attn = jnp.where(mla, 2.0 * mb * seq * seq * model.heads * (model.qk_head_dim + model.v_head_dim),
+                     4.0 * mb * seq * seq * model.heads * d)
     return qkv, proj, mlp, attn
+
+
+def replicated_qkv_flops(mb, seq, model):
+    """The part of `qkv` (layer_flops) that tensor parallelism does not split: MLA's down projections, which
+    Megatron-Core duplicates on every TP rank (MLASelfAttention: linear_q_down_proj / linear_kv_down_proj are
+    not column-parallel). 0 for GQA."""
+    return jnp.where(model.mla > 0, 2.0 * mb * seq * model.mla_down, 0.0)
 
 
 def model_flops_per_sequence(seq, model):
@@ -102,7 +116,12 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
     gt = lambda fl: gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)  # noqa: E731
-    linear_f = gt(qkv) + gt(proj) + gt(mlp)
+    # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
+    # (the compressed latents are gathered afterwards), without it on the whole sequence
+    rep = replicated_qkv_flops(mbs, seq, model)
+    rep_split = jnp.where(train.seq_parallel > 0, split, c)
+    rep_f = gemm_time_s(rep / rep_split, g.peak_flops, g.gemm_max, g.gemm_half_flops)
+    linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
