@@ -83,6 +83,8 @@ class ModelP(NamedTuple):
     mla_latent: jnp.ndarray  # per-token width of [c_Q, c_KV, k_rope]
     qk_head_dim: jnp.ndarray  # per-head width of the QK^T product (MLA: nope + rope)
     v_head_dim: jnp.ndarray  # per-head width of the PV product
+    window: jnp.ndarray  # keys a query of a sliding-window layer sees (0: no windowed layers)
+    window_fraction: jnp.ndarray  # fraction of the layers with windowed attention
 
 
 class GpuP(NamedTuple):
@@ -174,7 +176,9 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
-        locality=moe.locality if moe else 0.0, **_mla_values(m))
+        locality=moe.locality if moe else 0.0, **_mla_values(m),
+        window=m.sliding_window.window if m.sliding_window else 0,
+        window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0)
 
 
 def _mla_values(m: ModelSpec) -> dict:

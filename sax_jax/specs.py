@@ -244,6 +244,22 @@ class MLASpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class SlidingWindowSpec:
+    """Local (banded) causal attention in some of the layers: a query of such a layer attends to the last
+    `window` keys only (itself included). GPT-OSS (OpenAI 2025, gpt-oss-120b/20b model card and config.json:
+    sliding_window 128, layer_types alternating sliding_attention / full_attention, so half the layers) in the
+    style of Sparse Transformer's banded attention (Child et al. 2019) and Mistral 7B (Jiang et al. 2023).
+    sinks: a learned per-head logit added to each softmax denominator (GPT-OSS "attention sinks"; Xiao et al.
+    2023): a heads x tokens extra exponentials per layer, no GEMM work, so the model gives them no FLOPs."""
+    window: int
+    layers: int
+    sinks: bool = False
+
+    def validate(self, file=None):
+        _ranges(self, "sliding_window", "sliding_window.", file)
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSpec:
     name: str
     layers: int
@@ -262,6 +278,7 @@ class ModelSpec:
     moe: MoESpec | None = None
     source: str = ""
     mla: MLASpec | None = None  # multi-head latent attention instead of GQA (heads, kv_heads, head_dim unused)
+    sliding_window: SlidingWindowSpec | None = None  # local attention in some layers
 
     def validate(self, file=None):
         _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
@@ -275,6 +292,10 @@ class ModelSpec:
                    f"must be below layers={self.layers}", "leave at least one MoE layer", file=file)
         if self.mla is not None:
             self.mla.validate(file)
+        if self.sliding_window is not None:
+            self.sliding_window.validate(file)
+            _check(self.sliding_window.layers <= self.layers, "sliding_window.layers", self.sliding_window.layers,
+                   f"cannot exceed layers={self.layers}", "count the layers whose attention is windowed", file=file)
 
     @property
     def n_moe_layers(self) -> int:

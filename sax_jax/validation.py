@@ -63,8 +63,6 @@ PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-bloc
 # as unsupported with this reason, never silently dropped and never scored.
 UNSUPPORTED_FEATURES = {
     "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (Nemotron-3): the model has transformer layers only",
-    "sliding-window": "alternating 128-token sliding-window attention with attention sinks (GPT-OSS): the model "
-                      "computes full causal attention in every layer",
     "shape-unknown": "model shape not published or not verified (data gap): nothing to evaluate",
     "lora": "LoRA fine-tuning (frozen base weights, no weight gradients or optimizer state for them): the model "
             "always trains every weight",
@@ -74,9 +72,11 @@ UNSUPPORTED_FEATURES = {
 MODEL_FILE_FEATURES = {
     "mla": "multi-head latent attention widths (mla.*: q_lora_rank, kv_lora_rank, qk_nope/rope_head_dim, "
            "v_head_dim)",
+    "sliding-window": "sliding-window attention (sliding_window.window, .layers, .sinks)",
 }
 # Row columns that must equal the model file's fields (column -> ModelSpec / MoESpec attribute path)
-MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "ffn": "ffn", "vocab": "vocab",
+MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
+                     "head_dim": "head_dim", "ffn": "ffn", "vocab": "vocab",
                      "experts": "moe.experts", "top_k": "moe.top_k", "moe_ffn": "moe.expert_ffn",
                      "shared_experts": "moe.shared_experts", "dense_layers": "moe.first_dense_layers"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
@@ -491,7 +491,7 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
         got = x.get(col, x.get(col)) if col in x else int(float(cell))
         if obj is None or int(got) != int(obj):
             raise CaseError(file, n, col, cell, f"disagrees with {os.path.relpath(path, CONFIGS)} ({attr} = {obj})")
-    return dataclasses.replace(model, mla=spec.mla)
+    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window)
 
 
 _FRAMEWORKS: dict = {}

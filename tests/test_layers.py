@@ -160,3 +160,83 @@ def test_validation_row_disagreeing_with_the_model_file_is_a_bad_row(tmp_path):
         w.writerows(rows)
     res = V.validate([str(out)])
     assert len(res["errors"]) == 1 and "'layers'" in res["errors"][0] and "deepseek-v3.yaml" in res["errors"][0]
+
+
+# --------------------------------------------------------------------------------------- sliding window
+def test_gpt_oss_parameter_counts_match_the_model_card():
+    # gpt-oss model card: 116.8B total / 5.1B active (120b), 20.9B / 3.6B (20b); "active" there leaves out the
+    # input embedding (it is a lookup, not a matmul)
+    for name, total, active in (("gpt-oss-120b", 116.8e9, 5.13e9), ("gpt-oss-20b", 20.9e9, 3.61e9)):
+        m = _model(name)
+        assert m.sliding_window == S.SlidingWindowSpec(window=128, layers=m.layers // 2, sinks=True)
+        assert m.n_params == pytest.approx(total, rel=0.002)
+        assert m.n_active_params - m.vocab * m.hidden == pytest.approx(active, rel=0.005)
+
+
+def test_window_layer_attention_flops_hand_derived():
+    from sax_jax.cost.compute import window_keys_ratio
+    p = model_params(_model("gpt-oss-120b"), jnp.float64)
+    s, w = 4096, 128
+    # (2 s W - W^2) / s^2: 1,032,192 / 16,777,216
+    assert float(window_keys_ratio(float(s), p)) == 0.0615234375
+    *_, attn = layer_flops(1.0, float(s), p, 1.0)
+    full_causal = 4 * 64 * 64 * s * s / 2  # QK^T + PV over s^2/2 keys, a = 64 heads of d = 64
+    window_causal = 4 * 64 * 64 * (s * w - w * w / 2)  # s W - W^2/2 keys: 8,455,716,864 FLOPs
+    assert window_causal == 8_455_716_864
+    # half the layers of each kind; layer_flops reports twice the causal work (the kernel halves it)
+    assert float(attn) == 2 * (full_causal + window_causal) / 2 == 145_894_670_336
+
+
+def test_window_wider_than_the_sequence_is_full_attention_and_sinks_cost_nothing():
+    import dataclasses
+    from sax_jax.cost.compute import layer_times
+    import sax_jax as sx
+    from sax_jax.params import build_params
+    sc = sx.load_scenario(os.path.join(configs_dir(), "scenarios", "default.yaml"))
+    seq = sc.training.seq_len
+
+    def times(window):
+        m = dataclasses.replace(sc.model, sliding_window=window)
+        p = build_params(dataclasses.replace(sc, model=m), jnp.float64)
+        return layer_times(1.0, 1.0, 1.0, p.train.seq, p.model, p.gpu, p.train), p
+
+    base, p = times(None)
+    wide, _ = times(S.SlidingWindowSpec(window=seq, layers=sc.model.layers))
+    np.testing.assert_allclose(float(wide.attn_fwd_s), float(base.attn_fwd_s), rtol=1e-12)
+    half, _ = times(S.SlidingWindowSpec(window=128, layers=sc.model.layers // 2))
+    sinks, _ = times(S.SlidingWindowSpec(window=128, layers=sc.model.layers // 2, sinks=True))
+    assert float(sinks.fwd_s) == float(half.fwd_s)
+    # hand: 0.5 x full FLOPs / peak16 x ((1 - f)/eta(s) + f r / eta(W)), eta(k) = max k / (k + half)
+    g, m = p.gpu, sc.model
+    eta = lambda k: float(g.attention_max) * k / (k + float(g.attention_half_seq))  # noqa: E731
+    full = 4.0 * seq * seq * m.heads * m.head_dim
+    r = (2 * seq * 128 - 128**2) / seq**2
+    f = (m.layers // 2) / m.layers
+    want = 0.5 * full / float(g.peak_flops_16bit) * ((1 - f) / eta(seq) + f * r / eta(128))
+    np.testing.assert_allclose(float(half.attn_fwd_s), want, rtol=1e-9)
+    assert float(half.attn_fwd_s) < float(base.attn_fwd_s)
+
+
+def test_bad_sliding_window_yaml_names_file_key_value(tmp_path):
+    base = open(os.path.join(MODELS, "gpt-oss-120b.yaml")).read()
+    bad = tmp_path / "w.yaml"
+    bad.write_text(base.replace("  layers: 18", "  layers: 40"))
+    with pytest.raises(S.ConfigError) as e:
+        load_model(str(bad))
+    assert "w.yaml" in str(e.value) and "sliding_window.layers" in str(e.value) and "40" in str(e.value)
+    bad.write_text(base.replace("window: 128", "window: 0"))
+    with pytest.raises(S.ConfigError) as e:
+        load_model(str(bad))
+    assert "sliding_window.window" in str(e.value)
+    bad.write_text(base.replace("sinks: true", "sinks: maybe"))
+    with pytest.raises(S.ConfigError) as e:
+        load_model(str(bad))
+    assert "sliding_window.sinks" in str(e.value) and "true or false" in str(e.value)
+
+
+def test_validation_maps_sliding_window_rows_to_the_model_files():
+    loaded = V.load_all()
+    oss = [c for c in loaded.cases if c.scenario.model.name == "gpt-oss-120b"]
+    assert len(oss) == 30  # the 31st row is excluded (contradictory batch in its table)
+    assert all(c.scenario.model.sliding_window == _model("gpt-oss-120b").sliding_window for c in oss)
+    assert not any("sliding-window" in u.reason or "window" in u.reason for u in loaded.unsupported)

@@ -80,10 +80,29 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
     expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance + model.shared_experts)
     mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
-    # attention core: QK^T 2bs^2 a d_qk + PV 2bs^2 a d_v (MLA: d_qk = nope + rope = 192, d_v = 128; GQA: both d)
-    attn = jnp.where(mla, 2.0 * mb * seq * seq * model.heads * (model.qk_head_dim + model.v_head_dim),
-                     4.0 * mb * seq * seq * model.heads * d)
+    attn_full = full_attention_flops(mb, seq, model)
+    # sliding-window layers: fraction window_fraction of the layers do window_keys_ratio of the full work
+    wf = model.window_fraction
+    attn = jnp.where(model.window > 0, attn_full * (1.0 - wf + wf * window_keys_ratio(seq, model)), attn_full)
     return qkv, proj, mlp, attn
+
+
+def full_attention_flops(mb, seq, model):
+    """Attention core of one full-attention layer, counted over the whole s x s score matrix (the causal kernel
+    does half): QK^T 2bs^2 a d_qk + PV 2bs^2 a d_v (MLA: d_qk = nope + rope = 192, d_v = 128; GQA: both d)."""
+    return jnp.where(model.mla > 0, 2.0 * mb * seq * seq * model.heads * (model.qk_head_dim + model.v_head_dim),
+                     4.0 * mb * seq * seq * model.heads * model.head_dim)
+
+
+def window_keys_ratio(seq, model):
+    """Work of a sliding-window layer / a full causal layer's s^2 count, both as full_attention_flops counts.
+    Query i sees min(i + 1, W) keys: sum_i = s W - W (W - 1)/2 for W <= s, taken as s W - W^2/2 (continuous, like
+    the causal s^2/2; off by W/2 keys per sequence), i.e. (2 s W - W^2)/(2 s^2) of s^2 and, doubled to the
+    non-causal count the causal kernel halves, (2 s W - W^2)/s^2. W >= s is full causal attention (ratio 1).
+    GPT-OSS at s = 4096, W = 128: 0.0615, so a window layer costs ~6% of a full one."""
+    s = 1.0 * seq  # a Python int seq (host-side FLOP counts) would overflow int32 in s * s
+    w = jnp.minimum(jnp.maximum(model.window, 1.0), s)
+    return (2.0 * s * w - w * w) / (s * s)
 
 
 def replicated_qkv_flops(mb, seq, model):
@@ -126,11 +145,23 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
     attn_eff = attention_efficiency(seq / c, g.attention_max, g.attention_half_seq)
-    attn_flash_f = 0.5 * attn / split / (g.peak_flops_16bit * attn_eff)
+    attn_full = full_attention_flops(mbs, seq, model)
+    # Sliding-window layers: the kernel sweeps only ~W keys per query tile (FlashAttention's local/window mode skips
+    # the key blocks outside the band), so its efficiency is that of a W-key call; full layers as before. The
+    # learned sinks add one logit per head to each softmax denominator: no FLOPs worth counting.
+    wf = model.window_fraction
+    win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), g.attention_max,
+                                   g.attention_half_seq)
+    # time of the windowed mix / time of the same FLOPs at the full layers' efficiency (1 without windows)
+    r = window_keys_ratio(seq, model)
+    window_slowdown = jnp.where(model.window > 0,
+                                attn_eff * ((1.0 - wf) / attn_eff + wf * r / win_eff) / (1.0 - wf + wf * r), 1.0)
+    attn_flash_f = 0.5 * (attn * window_slowdown) / split / (g.peak_flops_16bit * attn_eff)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
     gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
-    attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
+    # unfused attention computes the whole score matrix and masks it: the window saves no work there
+    attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
