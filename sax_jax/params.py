@@ -143,6 +143,8 @@ class TrainP(NamedTuple):
     flash: jnp.ndarray
     allow_bounded: jnp.ndarray
     n_gpus: jnp.ndarray
+    lora: jnp.ndarray  # 1: LoRA fine-tuning (base weights frozen), 0: every weight trains
+    lora_rank: jnp.ndarray
 
 
 class Params(NamedTuple):
@@ -255,7 +257,8 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         TrainP, dtype, gbs=t.global_batch_sequences, seq=t.seq_len, param_bytes=t.param_bytes,
         grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
         seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
-        allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus)
+        allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,
+        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank)
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:

@@ -154,6 +154,7 @@ ARCH_RANGES = {
         "qk_rope_head_dim": Range(0, 100_000, True, why="per-head decoupled RoPE query/key width"),
         "v_head_dim": Range(1, 100_000, True, why="per-head value width"),
     },
+    "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)")},
     "sliding_window": {
         "window": Range(1, 100_000_000, True, why="keys a query of a windowed layer attends to"),
         "layers": Range(1, 10_000, True, why="how many of the layers use the window"),
@@ -536,6 +537,10 @@ class Training:
     flash_attention: bool = True
     allow_bounded_loss: bool = False  # bounded-loss transport changes training semantics
     framework: "Framework" = None  # the software stack (None: the calibration reference, Megatron-TE)
+    # LoRA fine-tuning (Hu et al. 2021, arXiv 2106.09685): base weights frozen, rank-r adapters A (in x r) and
+    # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA
+    # target_modules default: linear_qkv, linear_proj, linear_fc1, linear_fc2). 0: every weight trains.
+    lora_rank: int = 0
 
     def __post_init__(self):
         if self.framework is None:

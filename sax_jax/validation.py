@@ -64,8 +64,6 @@ PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-bloc
 UNSUPPORTED_FEATURES = {
     "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (Nemotron-3): the model has transformer layers only",
     "shape-unknown": "model shape not published or not verified (data gap): nothing to evaluate",
-    "lora": "LoRA fine-tuning (frozen base weights, no weight gradients or optimizer state for them): the model "
-            "always trains every weight",
 }
 # `features` whose widths the CSV columns do not carry: the row's model must have a bundled model file
 # (configs/models/<model>.yaml) that gives them; its shape columns must agree with that file.
@@ -79,6 +77,8 @@ MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "
                      "head_dim": "head_dim", "ffn": "ffn", "vocab": "vocab",
                      "experts": "moe.experts", "top_k": "moe.top_k", "moe_ffn": "moe.expert_ffn",
                      "shared_experts": "moe.shared_experts", "dense_layers": "moe.first_dense_layers"}
+# `features` of the run (not of the model) that a dataset profile parameterizes
+RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
@@ -326,7 +326,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if row.get("exclude", ""):
         raise Unsupported(file, n, rid, ds or "(none)", row["exclude"], excluded=True)
     feats = [f.strip() for f in row.get("features", "").split(";") if f.strip()]
-    known_features = {**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES, **MODEL_FILE_FEATURES}
+    known_features = {**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES, **MODEL_FILE_FEATURES, **RUN_FEATURES}
     unknown = [f for f in feats if f not in known_features]
     if unknown:
         raise CaseError(file, n, "features", unknown[0], "unknown feature; known: " + ", ".join(sorted(known_features)))
@@ -415,7 +415,15 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
     if "grad_bytes" in profile:
         filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
+    lora_rank = 0
+    if "lora" in feats:
+        if not profile.get("lora_rank"):
+            raise Unsupported(file, n, rid, ds or "(none)", "LoRA run whose dataset profile gives no lora_rank "
+                              "(configs/validation/public_runs.yaml)")
+        lora_rank = int(profile["lora_rank"])
+        filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
+                          lora_rank=lora_rank,
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(profile.get("framework", "megatron-te"), file))

@@ -240,3 +240,98 @@ def test_validation_maps_sliding_window_rows_to_the_model_files():
     assert len(oss) == 30  # the 31st row is excluded (contradictory batch in its table)
     assert all(c.scenario.model.sliding_window == _model("gpt-oss-120b").sliding_window for c in oss)
     assert not any("sliding-window" in u.reason or "window" in u.reason for u in loaded.unsupported)
+
+
+# ------------------------------------------------------------------------------------------------- LoRA
+def _lora_scenario(rank):
+    import dataclasses
+    import sax_jax as sx
+    sc = sx.load_scenario(os.path.join(configs_dir(), "scenarios", "default.yaml"))
+    return dataclasses.replace(sc, training=dataclasses.replace(sc.training, lora_rank=rank))
+
+
+def test_lora_adapter_params_hand_derived():
+    from sax_jax.cost.lora import adapter_params_per_layer
+    from sax_jax.params import train_params
+    sc = _lora_scenario(32)
+    m = _model("llama3-70B")
+    p = model_params(m, jnp.float64)
+    t = train_params(sc.training, sc.system, jnp.float64)
+    # r (4h + 2ad + 2gd + 3f) = 32 (32768 + 16384 + 2048 + 86016): QKV 8192 -> 10240, proj 8192 -> 8192,
+    # fc1 8192 -> 57344, fc2 28672 -> 8192, each r (in + out)
+    assert float(adapter_params_per_layer(p, t)) == 32 * 137_216 == 4_390_912
+    t0 = train_params(_lora_scenario(0).training, sc.system, jnp.float64)
+    assert float(adapter_params_per_layer(p, t0)) == 0.0
+
+
+def test_lora_backward_has_no_base_weight_gradients():
+    from sax_jax.cost.compute import gemm_time_s, layer_times
+    from sax_jax.cost.lora import adapter_params_per_layer
+    from sax_jax.params import build_params
+    full = build_params(_lora_scenario(0), jnp.float64)
+    lora = build_params(_lora_scenario(16), jnp.float64)
+    tp, mbs, seq = 8.0, 1.0, full.train.seq
+    lt0 = layer_times(tp, 1.0, mbs, seq, full.model, full.gpu, full.train)
+    lt1 = layer_times(tp, 1.0, mbs, seq, lora.model, lora.gpu, lora.train)
+    g = lora.gpu
+    adapter = float(gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(lora.model, lora.train) / tp,
+                                g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops))
+    lin = float(lt0.linear_fwd_s)
+    assert adapter > 0 and adapter < 0.01 * lin
+    np.testing.assert_allclose(float(lt1.fwd_s) - float(lt0.fwd_s), adapter, rtol=1e-9)
+    # backward: 2x the linear forward -> 1x (input gradients only) + the adapters' 2x
+    np.testing.assert_allclose(float(lt0.bwd_s) - float(lt1.bwd_s), lin - 2 * adapter, rtol=1e-9)
+    assert float(lt0.weight_grad_s) == lin
+    np.testing.assert_allclose(float(lt1.weight_grad_s), adapter, rtol=1e-12)
+
+
+def test_lora_state_sync_and_optimizer_cover_only_the_adapters():
+    from sax_jax.cost.context import context
+    from sax_jax.cost.dp import dp_term
+    from sax_jax.cost.optimizer import optimizer_term
+    from sax_jax.params import build_params
+    from sax_jax.space import DpAlgo, Sharding
+    sc0, sc1 = _lora_scenario(0), _lora_scenario(16)
+    d = sc0.space.decode(jnp.asarray(12345, jnp.int32))
+    d = d._replace(sharding=jnp.int32(list(Sharding).index(Sharding.ZERO0)),
+                   dp_algo=jnp.int32(list(DpAlgo).index(DpAlgo.RING)))
+    out = []
+    for sc in (sc0, sc1):
+        p = build_params(sc, jnp.float64)
+        ctx = context(p, d)
+        out.append((ctx, dp_term(ctx, d, p.train, p.gpu), optimizer_term(ctx, d, p.gpu), p.train))
+    (c0, dp0, op0, t), (c1, dp1, op1, _) = out
+    params = float(c1.params_dense + c1.params_expert)
+    adapters = float(c1.params_adapter)
+    assert 0 < adapters < 0.01 * params and float(c0.params_adapter) == 0.0
+    # zero0: frozen weights 16-bit only, adapters weights + grads + Adam
+    w, gr, op = float(t.param_bytes), float(t.grad_bytes), float(t.opt_bytes)
+    np.testing.assert_allclose(float(dp0.memory_bytes), (w + gr + op) * params, rtol=1e-9)
+    np.testing.assert_allclose(float(dp1.memory_bytes), w * params + (w + gr + op) * adapters, rtol=1e-9)
+    # the optimizer updates the adapters only
+    np.testing.assert_allclose(float(op1.step_s) / float(op0.step_s), adapters / params, rtol=1e-9)
+    # the gradient all-reduce moves the adapters' gradients only
+    assert float(dp1.step_s) < float(dp0.step_s)
+    if float(dp0.cross_bytes) > 0:
+        np.testing.assert_allclose(float(dp1.cross_bytes) / float(dp0.cross_bytes), adapters / params, rtol=1e-6)
+
+
+def test_bad_lora_rank_names_file_key_value(tmp_path):
+    import sax_jax as sx
+    src = os.path.join(configs_dir(), "scenarios", "default.yaml")
+    text = open(src).read().replace("../", os.path.dirname(os.path.dirname(src)) + "/")
+    bad = tmp_path / "lora.yaml"
+    bad.write_text(text.replace("  precision: bf16\n", "  precision: bf16\n  lora_rank: -8\n"))
+    with pytest.raises(S.ConfigError) as e:
+        sx.load_scenario(str(bad))
+    assert "lora.yaml" in str(e.value) and "training.lora_rank" in str(e.value) and "-8" in str(e.value)
+    bad.write_text(text.replace("  precision: bf16\n", "  precision: bf16\n  lora_rank: 16\n"))
+    assert sx.load_scenario(str(bad)).training.lora_rank == 16
+
+
+def test_validation_scores_the_lora_rows_with_the_profile_rank():
+    loaded = V.load_all()
+    lora = [c for c in loaded.cases if c.scenario.training.lora_rank > 0]
+    assert len(lora) == 8 and all(c.scenario.training.lora_rank == 32 for c in lora)
+    assert all(any(f.startswith("lora_rank=32") for f in c.filled) for c in lora)
+    assert not any("LoRA" in u.reason for u in loaded.unsupported)

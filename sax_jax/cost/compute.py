@@ -25,6 +25,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from ..space import Recompute
+from .lora import adapter_params_per_layer
 from .terms import Term
 
 FLASH_BWD_RATIO = 2.5
@@ -171,10 +172,18 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     softmax_f = softmax_bytes / mem_bw
     attn_f = jnp.where(flash, attn_flash_f, attn_plain_f + softmax_f)
     attn_b = jnp.where(flash, FLASH_BWD_RATIO * attn_flash_f, 2.0 * attn_plain_f + MEMORY_BWD_RATIO * softmax_f)
-    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s
-    bwd = 2.0 * linear_f + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s
-    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f, weight_grad_s=linear_f,
-                      recompute_selective_s=attn_f)
+    # LoRA (cost/lora.py): frozen GEMMs run only their input-gradient GEMM backward (1x forward), the rank-r
+    # adapters (16-bit, like the attention core in FP8 recipes) forward 1x and backward 2x; without LoRA
+    # adapter_f = 0 and frozen = 0
+    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, g.peak_flops_16bit,
+                            g.gemm_max, g.gemm_half_flops)
+    # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
+    trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
+    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f
+    bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
+        + 2.0 * adapter_f
+    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f,
+                      weight_grad_s=linear_f * trained + adapter_f, recompute_selective_s=attn_f)
 
 
 def logits_times(tp, cp, mbs, seq, model, g):
