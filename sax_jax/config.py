@@ -185,7 +185,7 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
 
 def _whole(kwargs: dict, kind: str) -> dict:
     """Counts given as 8.0 become 8; 8.5 stays and fails validation with the key named."""
-    for name, rng in S.RANGES[kind].items():
+    for name, rng in S.ranges_of(kind).items():
         v = kwargs.get(name)
         if rng.integer and isinstance(v, float) and v.is_integer() and abs(v) < 2**62:
             kwargs[name] = int(v)
@@ -196,21 +196,31 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
     data, file = _resolve(ref, base_file, key)
     data = dict(data)
     moe = data.pop("moe", None)
+    mla = data.pop("mla", None)
+    window = data.pop("sliding_window", None)
     data.setdefault("head_dim", None)
     if data["head_dim"] is None and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
                                         and data[k] > 0 for k in ("hidden", "heads")):
         data["head_dim"] = data["hidden"] // data["heads"]
     data.setdefault("kv_heads", data.get("heads"))
-    kwargs = _build(S.ModelSpec, data, file, exclude=("moe",))
+    kwargs = _build(S.ModelSpec, data, file, exclude=("moe", "mla", "sliding_window"))
     if moe is not None and not isinstance(moe, dict):
         raise S.ConfigError(file, "moe", moe, "must be a mapping of MoE settings")
     moe_spec = S.MoESpec(**_whole(_build(S.MoESpec, moe, file, "moe."), "moe")) if moe else None
+    if mla is not None and not isinstance(mla, dict):
+        raise S.ConfigError(file, "mla", mla, "must be a mapping of multi-head latent attention widths",
+                            "q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim")
+    mla_spec = S.MLASpec(**_whole(_build(S.MLASpec, mla, file, "mla."), "mla")) if mla else None
+    if window is not None and not isinstance(window, dict):
+        raise S.ConfigError(file, "sliding_window", window, "must be a mapping", "window, layers, sinks")
+    window_spec = (S.SlidingWindowSpec(**_whole(_build(S.SlidingWindowSpec, window, file, "sliding_window."),
+                                                "sliding_window")) if window else None)
     for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
         v = kwargs.get(k)
         if not (isinstance(v, (int, float)) and float(v).is_integer()):
             raise S.ConfigError(file, k, v, "must be a whole number")
         kwargs[k] = int(v)
-    spec = S.ModelSpec(moe=moe_spec, **kwargs)
+    spec = S.ModelSpec(moe=moe_spec, mla=mla_spec, sliding_window=window_spec, **kwargs)
     spec.validate(file)
     return spec
 

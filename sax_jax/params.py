@@ -75,6 +75,16 @@ class ModelP(NamedTuple):
     moe_fraction: jnp.ndarray  # fraction of layers that are MoE
     imbalance: jnp.ndarray
     locality: jnp.ndarray
+    # multi-head latent attention (specs.MLASpec); for GQA models mla = 0, the widths 0 and the head dims head_dim
+    mla: jnp.ndarray  # 1 if the attention is MLA
+    mla_down: jnp.ndarray  # MACs per token of the down projections W_DQ, W_DKV (duplicated on every TP rank)
+    mla_up: jnp.ndarray  # MACs per token of the up projections W_UQ (or W_Q), W_UKV (split over TP)
+    mla_rep_params: jnp.ndarray  # parameters duplicated on every TP rank (down projections, latent norms)
+    mla_latent: jnp.ndarray  # per-token width of [c_Q, c_KV, k_rope]
+    qk_head_dim: jnp.ndarray  # per-head width of the QK^T product (MLA: nope + rope)
+    v_head_dim: jnp.ndarray  # per-head width of the PV product
+    window: jnp.ndarray  # keys a query of a sliding-window layer sees (0: no windowed layers)
+    window_fraction: jnp.ndarray  # fraction of the layers with windowed attention
 
 
 class GpuP(NamedTuple):
@@ -133,6 +143,8 @@ class TrainP(NamedTuple):
     flash: jnp.ndarray
     allow_bounded: jnp.ndarray
     n_gpus: jnp.ndarray
+    lora: jnp.ndarray  # 1: LoRA fine-tuning (base weights frozen), 0: every weight trains
+    lora_rank: jnp.ndarray
 
 
 class Params(NamedTuple):
@@ -166,7 +178,21 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
-        locality=moe.locality if moe else 0.0)
+        locality=moe.locality if moe else 0.0, **_mla_values(m),
+        window=m.sliding_window.window if m.sliding_window else 0,
+        window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0)
+
+
+def _mla_values(m: ModelSpec) -> dict:
+    a, h, mla = m.heads, m.hidden, m.mla
+    if mla is None:
+        return dict(mla=0, mla_down=0, mla_up=0, mla_rep_params=0, mla_latent=0, qk_head_dim=m.head_dim,
+                    v_head_dim=m.head_dim)
+    q_in = mla.q_lora_rank if mla.q_lora_rank > 0 else h
+    return dict(mla=1, mla_down=h * mla.q_lora_rank + h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
+                mla_up=q_in * a * mla.qk_head_dim + mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
+                mla_rep_params=mla.replicated_params(h), mla_latent=mla.latent_width, qk_head_dim=mla.qk_head_dim,
+                v_head_dim=mla.v_head_dim)
 
 
 # Bytes per element of the inputs a linear layer saves for its weight gradient: FP8 1; NVFP4 half a byte plus one
@@ -231,7 +257,8 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         TrainP, dtype, gbs=t.global_batch_sequences, seq=t.seq_len, param_bytes=t.param_bytes,
         grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
         seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
-        allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus)
+        allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,
+        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank)
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:

@@ -142,16 +142,41 @@ RANGES = {
         "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
     },
 }
+# Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers), validated like RANGES. Kept apart
+# because README's "Input ranges" table (which tests/test_config.py checks against RANGES) does not list them yet;
+# move them into RANGES when it does.
+ARCH_RANGES = {
+    "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers")},
+    "mla": {
+        "q_lora_rank": Range(0, 1_000_000, True, why="query latent width (0: no query compression)"),
+        "kv_lora_rank": Range(1, 1_000_000, True, why="key/value latent width"),
+        "qk_nope_head_dim": Range(1, 100_000, True, why="per-head query/key width without RoPE"),
+        "qk_rope_head_dim": Range(0, 100_000, True, why="per-head decoupled RoPE query/key width"),
+        "v_head_dim": Range(1, 100_000, True, why="per-head value width"),
+    },
+    "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)")},
+    "sliding_window": {
+        "window": Range(1, 100_000_000, True, why="keys a query of a windowed layer attends to"),
+        "layers": Range(1, 10_000, True, why="how many of the layers use the window"),
+    },
+}
+
+
+def ranges_of(kind: str) -> dict:
+    """Every range of a spec kind: RANGES and ARCH_RANGES together."""
+    return {**RANGES.get(kind, {}), **ARCH_RANGES.get(kind, {})}
+
+
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
-BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"),
+BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss")}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
 
 def _ranges(obj, kind: str, prefix: str = "", file=None):
     """Every field of ``obj`` listed in RANGES[kind] must be in its range; booleans must be booleans."""
-    for name, rng in RANGES[kind].items():
+    for name, rng in ranges_of(kind).items():
         v = getattr(obj, name)
         _check(rng.ok(v), prefix + name, v, f"must be {rng.describe()}" + (f" ({rng.why})" if rng.why else ""),
                file=file)
@@ -169,10 +194,70 @@ class MoESpec:
     layer_interval: int = 1
     imbalance: float = 1.0  # max/mean expert load
     locality: float = 0.0  # fraction of routed tokens whose expert is local to the GPU
+    # leading dense layers before the first MoE layer (DeepSeek-V3 config.json first_k_dense_replace = 3,
+    # Kimi-K2 1): they run the dense `ffn` MLP; MoE layers are every layer_interval-th of the rest
+    first_dense_layers: int = 0
 
     def validate(self, file=None):
         _ranges(self, "moe", "moe.", file)
         _check(self.top_k <= self.experts, "moe.top_k", self.top_k, "cannot exceed moe.experts", file=file)
+
+
+@dataclasses.dataclass(frozen=True)
+class MLASpec:
+    """Multi-head latent attention (DeepSeek-V2, arXiv 2405.04434, section 2.1; DeepSeek-V3, arXiv 2412.19437,
+    section 2.1.1; field names as in DeepSeek-V3's config.json). Per layer, h = hidden, a = heads:
+      query:  c_Q = W_DQ h (h -> q_lora_rank), q = W_UQ c_Q (q_lora_rank -> a (nope + rope));
+              q_lora_rank = 0: q = W_Q h directly (DeepSeek-V2-Lite)
+      key/value: [c_KV, k_rope] = W_DKV h (h -> kv_lora_rank + rope, the RoPE key shared by all heads),
+              [k_nope, v] = W_UKV c_KV (kv_lora_rank -> a (nope + v_head_dim))
+      output: W_O (a v_head_dim -> h).
+    Attention per head: QK^T over nope + rope dims, PV over v_head_dim. DeepSeek-V3 / Kimi-K2: q_lora_rank 1536,
+    kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128."""
+    q_lora_rank: int
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+
+    def validate(self, file=None):
+        _ranges(self, "mla", "mla.", file)
+
+    @property
+    def qk_head_dim(self) -> int:
+        return self.qk_nope_head_dim + self.qk_rope_head_dim
+
+    def replicated_params(self, hidden: int) -> float:
+        """Down projections (and the latent norms): Megatron-Core builds them duplicated on every TP rank."""
+        q_down = hidden * self.q_lora_rank + self.q_lora_rank  # W_DQ + q_a_layernorm
+        return q_down + hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank  # + kv norm
+
+    def split_params(self, hidden: int, heads: int) -> float:
+        """Up and output projections: column-/row-parallel over the heads."""
+        q_in = self.q_lora_rank if self.q_lora_rank > 0 else hidden
+        up = q_in * heads * self.qk_head_dim + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return up + heads * self.v_head_dim * hidden
+
+    @property
+    def latent_width(self) -> int:
+        """Per-token width of the compressed activations [c_Q, c_KV, k_rope]."""
+        return self.q_lora_rank + self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclasses.dataclass(frozen=True)
+class SlidingWindowSpec:
+    """Local (banded) causal attention in some of the layers: a query of such a layer attends to the last
+    `window` keys only (itself included). GPT-OSS (OpenAI 2025, gpt-oss-120b/20b model card and config.json:
+    sliding_window 128, layer_types alternating sliding_attention / full_attention, so half the layers) in the
+    style of Sparse Transformer's banded attention (Child et al. 2019) and Mistral 7B (Jiang et al. 2023).
+    sinks: a learned per-head logit added to each softmax denominator (GPT-OSS "attention sinks"; Xiao et al.
+    2023): a heads x tokens extra exponentials per layer, no GEMM work, so the model gives them no FLOPs."""
+    window: int
+    layers: int
+    sinks: bool = False
+
+    def validate(self, file=None):
+        _ranges(self, "sliding_window", "sliding_window.", file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -193,6 +278,8 @@ class ModelSpec:
     dropout: bool = True
     moe: MoESpec | None = None
     source: str = ""
+    mla: MLASpec | None = None  # multi-head latent attention instead of GQA (heads, kv_heads, head_dim unused)
+    sliding_window: SlidingWindowSpec | None = None  # local attention in some layers
 
     def validate(self, file=None):
         _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
@@ -202,21 +289,47 @@ class ModelSpec:
                f"must divide heads={self.heads}", "GQA groups query heads evenly", file=file)
         if self.moe is not None:
             self.moe.validate(file)
+            _check(self.moe.first_dense_layers < self.layers, "moe.first_dense_layers", self.moe.first_dense_layers,
+                   f"must be below layers={self.layers}", "leave at least one MoE layer", file=file)
+        if self.mla is not None:
+            self.mla.validate(file)
+        if self.sliding_window is not None:
+            self.sliding_window.validate(file)
+            _check(self.sliding_window.layers <= self.layers, "sliding_window.layers", self.sliding_window.layers,
+                   f"cannot exceed layers={self.layers}", "count the layers whose attention is windowed", file=file)
 
     @property
     def n_moe_layers(self) -> int:
-        return 0 if self.moe is None else self.layers // self.moe.layer_interval
+        if self.moe is None:
+            return 0
+        return (self.layers - self.moe.first_dense_layers) // self.moe.layer_interval
 
-    def params_per_layer(self, moe_layer: bool = False) -> float:
+    def attention_params(self) -> float:
         h, d = self.hidden, self.head_dim
-        attn = h * (self.heads * d + 2 * self.kv_heads * d) + self.heads * d * h
+        if self.mla is not None:
+            return self.mla.replicated_params(h) + self.mla.split_params(h, self.heads)
+        return h * (self.heads * d + 2 * self.kv_heads * d) + self.heads * d * h
+
+    def params_per_layer(self, moe_layer: bool = False, active: bool = False) -> float:
+        """Parameters of one layer; active: only those one token uses (top_k routed + shared experts)."""
+        h = self.hidden
+        attn = self.attention_params()
         mats = 3 if self.gated_mlp else 2
         if moe_layer and self.moe is not None:
-            mlp = (self.moe.experts + self.moe.shared_experts) * mats * h * self.moe.expert_ffn
+            routed = self.moe.top_k if active else self.moe.experts
+            mlp = (routed + self.moe.shared_experts) * mats * h * self.moe.expert_ffn
             mlp += h * self.moe.experts  # router
         else:
             mlp = mats * h * self.ffn
         return attn + mlp + 2 * h  # two norms
+
+    @property
+    def n_active_params(self) -> float:
+        """Parameters one token uses (embeddings included), the MoE papers' "activated" count."""
+        n_moe = self.n_moe_layers
+        emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        return ((self.layers - n_moe) * self.params_per_layer(False)
+                + n_moe * self.params_per_layer(True, active=True) + emb)
 
     @property
     def n_params(self) -> float:
@@ -424,6 +537,10 @@ class Training:
     flash_attention: bool = True
     allow_bounded_loss: bool = False  # bounded-loss transport changes training semantics
     framework: "Framework" = None  # the software stack (None: the calibration reference, Megatron-TE)
+    # LoRA fine-tuning (Hu et al. 2021, arXiv 2106.09685): base weights frozen, rank-r adapters A (in x r) and
+    # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA
+    # target_modules default: linear_qkv, linear_proj, linear_fc1, linear_fc2). 0: every weight trains.
+    lora_rank: int = 0
 
     def __post_init__(self):
         if self.framework is None:

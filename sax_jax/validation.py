@@ -62,14 +62,23 @@ PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-bloc
 # `features` of a run (configs/validation/data/import_shared.py) the model cannot represent: the run is reported
 # as unsupported with this reason, never silently dropped and never scored.
 UNSUPPORTED_FEATURES = {
-    "mla": "multi-head latent attention (DeepSeek-V3 / Kimi-K2): the model has GQA attention only",
     "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (Nemotron-3): the model has transformer layers only",
-    "sliding-window": "alternating 128-token sliding-window attention with attention sinks (GPT-OSS): the model "
-                      "computes full causal attention in every layer",
     "shape-unknown": "model shape not published or not verified (data gap): nothing to evaluate",
-    "lora": "LoRA fine-tuning (frozen base weights, no weight gradients or optimizer state for them): the model "
-            "always trains every weight",
 }
+# `features` whose widths the CSV columns do not carry: the row's model must have a bundled model file
+# (configs/models/<model>.yaml) that gives them; its shape columns must agree with that file.
+MODEL_FILE_FEATURES = {
+    "mla": "multi-head latent attention widths (mla.*: q_lora_rank, kv_lora_rank, qk_nope/rope_head_dim, "
+           "v_head_dim)",
+    "sliding-window": "sliding-window attention (sliding_window.window, .layers, .sinks)",
+}
+# Row columns that must equal the model file's fields (column -> ModelSpec / MoESpec attribute path)
+MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
+                     "head_dim": "head_dim", "ffn": "ffn", "vocab": "vocab",
+                     "experts": "moe.experts", "top_k": "moe.top_k", "moe_ffn": "moe.expert_ffn",
+                     "shared_experts": "moe.shared_experts", "dense_layers": "moe.first_dense_layers"}
+# `features` of the run (not of the model) that a dataset profile parameterizes
+RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
@@ -317,10 +326,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if row.get("exclude", ""):
         raise Unsupported(file, n, rid, ds or "(none)", row["exclude"], excluded=True)
     feats = [f.strip() for f in row.get("features", "").split(";") if f.strip()]
-    unknown = [f for f in feats if f not in UNSUPPORTED_FEATURES and f not in APPROXIMATED_FEATURES]
+    known_features = {**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES, **MODEL_FILE_FEATURES, **RUN_FEATURES}
+    unknown = [f for f in feats if f not in known_features]
     if unknown:
-        raise CaseError(file, n, "features", unknown[0], "unknown feature; known: "
-                        + ", ".join(sorted({**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES})))
+        raise CaseError(file, n, "features", unknown[0], "unknown feature; known: " + ", ".join(sorted(known_features)))
     bad = [UNSUPPORTED_FEATURES[f] for f in feats if f in UNSUPPORTED_FEATURES]
     if row.get("precision", "").lower() in UNSUPPORTED_PRECISIONS:
         bad.append(UNSUPPORTED_PRECISIONS[row["precision"].lower()])
@@ -368,19 +377,20 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         for c in ("top_k", "moe_ffn"):
             if c not in x:
                 raise CaseError(file, n, c, row.get(c, ""), "required for a MoE model (experts is given)")
-        if x["dense_layers"]:
-            raise Unsupported(file, n, rid, ds or "(none)", f"first {x['dense_layers']} of {v['layers']} layers "
-                              "dense, the rest MoE: the model places MoE layers only every k-th layer "
-                              "(MoESpec.layer_interval)")
+        if x["dense_layers"] >= v["layers"]:
+            raise CaseError(file, n, "dense_layers", x["dense_layers"], f"must be below layers={v['layers']}")
         # Megatron-Bridge MoE benchmarks force-balance the routing (page footnote): imbalance 1
         moe = S.MoESpec(experts=x["experts"], top_k=x["top_k"], expert_ffn=x["moe_ffn"],
-                        shared_experts=x["shared_experts"])
+                        shared_experts=x["shared_experts"], first_dense_layers=x["dense_layers"])
     elif x.get("ep", 1) > 1:
         raise CaseError(file, n, "ep", x["ep"], "expert parallelism needs a MoE model (experts is empty)")
     model = S.ModelSpec(name=v["model"] or v["id"], layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
                         kv_heads=kv, head_dim=head_dim or v["hidden"] // v["heads"], ffn=v["ffn"],
                         gated_mlp=v["gated_mlp"], vocab=v["vocab"], source=v["source"], moe=moe,
                         dropout=bool(profile.get("dropout", GENERIC_PROFILE["dropout"])))
+    needs_file = [f for f in feats if f in MODEL_FILE_FEATURES]
+    if needs_file:
+        model = _with_model_file(model, row, x, needs_file, file, n, rid, ds)
     if v["tp"] * v["pp"] * v["dp"] * v["cp"] != v["n_gpus"]:
         raise CaseError(file, n, "n_gpus", v["n_gpus"], f"is not tp x pp x dp x cp = "
                                                         f"{v['tp'] * v['pp'] * v['dp'] * v['cp']}")
@@ -405,7 +415,15 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
     if "grad_bytes" in profile:
         filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
+    lora_rank = 0
+    if "lora" in feats:
+        if not profile.get("lora_rank"):
+            raise Unsupported(file, n, rid, ds or "(none)", "LoRA run whose dataset profile gives no lora_rank "
+                              "(configs/validation/public_runs.yaml)")
+        lora_rank = int(profile["lora_rank"])
+        filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
+                          lora_rank=lora_rank,
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(profile.get("framework", "megatron-te"), file))
@@ -457,6 +475,31 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     return Case(id=v["id"], dataset=ds or "(none)", source=v["source"], metric=v["metric"], measured=v["value"],
                 scenario=scen, design=design, filled=tuple(filled), notes=v["notes"],
                 approximations=tuple(approx), group=group)
+
+
+def _with_model_file(model, row, x, features, file, n, rid, ds):
+    """The row's model with the architecture its `features` name taken from configs/models/<model>.yaml (the CSV
+    has no columns for them); a missing file makes the run unsupported, a shape column that disagrees with the
+    file is a bad row."""
+    from .config import load_model
+    name = row.get("model", "")
+    path = os.path.join(CONFIGS, "models", f"{name}.yaml")
+    if not name or not os.path.exists(path):
+        raise Unsupported(file, n, rid, ds or "(none)", "; ".join(
+            f"{MODEL_FILE_FEATURES[f]} come from the bundled model file configs/models/{name or '<model>'}.yaml, "
+            "which does not exist" for f in features))
+    spec = load_model(path)
+    for col, attr in MODEL_FILE_CHECKS.items():
+        cell = row.get(col, "")
+        if cell == "":
+            continue
+        obj = spec
+        for part in attr.split("."):
+            obj = getattr(obj, part) if obj is not None else None
+        got = x.get(col, x.get(col)) if col in x else int(float(cell))
+        if obj is None or int(got) != int(obj):
+            raise CaseError(file, n, col, cell, f"disagrees with {os.path.relpath(path, CONFIGS)} ({attr} = {obj})")
+    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window)
 
 
 _FRAMEWORKS: dict = {}

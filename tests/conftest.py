@@ -43,7 +43,8 @@ def hand_train(sp=1.0, flash=0.0):
     """A hand-made TrainP: 4 x 2048-token sequences on 8 GPUs, 16-bit weights, fp32 grads, Adam."""
     from sax_jax.params import TrainP
     return TrainP(gbs=f32(4), seq=f32(2048), param_bytes=f32(2), grad_bytes=f32(4), grad_reduce_bytes=f32(4),
-                  opt_bytes=f32(12), seq_parallel=f32(sp), flash=f32(flash), allow_bounded=f32(0), n_gpus=f32(8))
+                  opt_bytes=f32(12), seq_parallel=f32(sp), flash=f32(flash), allow_bounded=f32(0), n_gpus=f32(8),
+                  lora=f32(0), lora_rank=f32(0))
 
 
 @pytest.fixture(scope="module")

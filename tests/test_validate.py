@@ -320,23 +320,23 @@ def _public_row(**kw):
 
 def test_public_columns_unsupported_and_bad_rows(tmp_path):
     rows = [_public_row(),                                                         # MoE, 128 GB200: loads
-            _public_row(id="dense3", dense_layers="3"),                            # unsupported
+            _public_row(id="dense3", dense_layers="3"),                            # loads: first 3 dense
             _public_row(id="fp4", precision="nvfp4"),                              # loads: fp4 GEMMs
-            _public_row(id="mla", features="mla"),                                 # unsupported
+            _public_row(id="mla", features="mla"),                                 # unsupported: no m.yaml
             _public_row(id="skip", exclude="CHECK: contradicts itself"),           # excluded
             _public_row(id="badtp", tp="3", dp="1", n_gpus="3", experts="", ep="", gpu="H100-SXM-80GB")]
     path = tmp_path / "pub.csv"
     _write_csv(path, rows, V.COLUMNS + V.OPTIONAL_COLUMNS + V.EXTRA_COLUMNS)
     res = V.validate([str(path)])
-    assert [c["id"] for c in res["cases"]] == ["moe", "fp4"]
-    c, fp4 = res["cases"]
+    assert [c["id"] for c in res["cases"]] == ["moe", "dense3", "fp4"]
+    c, _, fp4 = res["cases"]
     assert c["design"]["ep"] == 8 and any("mxfp8" in a for a in c["approximations"])
     assert any("nvfp4 is modelled as fp4" in a for a in fp4["approximations"])
     assert any(f.startswith("gpus_per_node=64") for f in c["filled"])
     reasons = {u["id"]: u["reason"] for u in res["unsupported"]}
-    assert set(reasons) == {"dense3", "mla"} and "dense" in reasons["dense3"]
+    assert set(reasons) == {"mla"} and "configs/models/m.yaml" in reasons["mla"]
     assert "latent attention" in reasons["mla"]
-    assert [u["id"] for u in res["excluded"]] == ["skip"] and res["datasets"]["mine"]["unsupported"] == 2
+    assert [u["id"] for u in res["excluded"]] == ["skip"] and res["datasets"]["mine"]["unsupported"] == 1
     assert len(res["errors"]) == 1
     e = res["errors"][0]
     assert "row 7" in e and "'tp'" in e and "3" in e and "heads" in e

@@ -25,6 +25,7 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 from ..space import Recompute, full_recompute_share
+from .lora import adapter_params_per_layer
 from .terms import Term
 
 FLASH_BWD_RATIO = 2.5
@@ -70,13 +71,46 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     imbalance = model.imbalance if imbalance is None else imbalance
     bs = mb * seq
     h, d = model.hidden, model.head_dim
-    qkv = 2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d)
-    proj = 2.0 * bs * (model.heads * d) * h
+    mla = model.mla > 0
+    # MLA (DeepSeek-V3, arXiv 2412.19437, eqs. 1-11): the QKV GEMMs are the down projections W_DQ, W_DKV and the
+    # up projections W_UQ, W_UKV (params.ModelP.mla_down / mla_up, MACs per token); the output projection maps
+    # a v_head_dim back to h
+    qkv = jnp.where(mla, 2.0 * bs * (model.mla_down + model.mla_up),
+                    2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d))
+    proj = jnp.where(mla, 2.0 * bs * (model.heads * model.v_head_dim) * h, 2.0 * bs * (model.heads * d) * h)
     dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
     expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance + model.shared_experts)
     mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
-    attn = 4.0 * mb * seq * seq * model.heads * d
+    attn_full = full_attention_flops(mb, seq, model)
+    # sliding-window layers: fraction window_fraction of the layers do window_keys_ratio of the full work
+    wf = model.window_fraction
+    attn = jnp.where(model.window > 0, attn_full * (1.0 - wf + wf * window_keys_ratio(seq, model)), attn_full)
     return qkv, proj, mlp, attn
+
+
+def full_attention_flops(mb, seq, model):
+    """Attention core of one full-attention layer, counted over the whole s x s score matrix (the causal kernel
+    does half): QK^T 2bs^2 a d_qk + PV 2bs^2 a d_v (MLA: d_qk = nope + rope = 192, d_v = 128; GQA: both d)."""
+    return jnp.where(model.mla > 0, 2.0 * mb * seq * seq * model.heads * (model.qk_head_dim + model.v_head_dim),
+                     4.0 * mb * seq * seq * model.heads * model.head_dim)
+
+
+def window_keys_ratio(seq, model):
+    """Work of a sliding-window layer / a full causal layer's s^2 count, both as full_attention_flops counts.
+    Query i sees min(i + 1, W) keys: sum_i = s W - W (W - 1)/2 for W <= s, taken as s W - W^2/2 (continuous, like
+    the causal s^2/2; off by W/2 keys per sequence), i.e. (2 s W - W^2)/(2 s^2) of s^2 and, doubled to the
+    non-causal count the causal kernel halves, (2 s W - W^2)/s^2. W >= s is full causal attention (ratio 1).
+    GPT-OSS at s = 4096, W = 128: 0.0615, so a window layer costs ~6% of a full one."""
+    s = 1.0 * seq  # a Python int seq (host-side FLOP counts) would overflow int32 in s * s
+    w = jnp.minimum(jnp.maximum(model.window, 1.0), s)
+    return (2.0 * s * w - w * w) / (s * s)
+
+
+def replicated_qkv_flops(mb, seq, model):
+    """The part of `qkv` (layer_flops) that tensor parallelism does not split: MLA's down projections, which
+    Megatron-Core duplicates on every TP rank (MLASelfAttention: linear_q_down_proj / linear_kv_down_proj are
+    not column-parallel). 0 for GQA."""
+    return jnp.where(model.mla > 0, 2.0 * mb * seq * model.mla_down, 0.0)
 
 
 def model_flops_per_sequence(seq, model):
@@ -102,16 +136,33 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
     gt = lambda fl: gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)  # noqa: E731
-    linear_f = gt(qkv) + gt(proj) + gt(mlp)
+    # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
+    # (the compressed latents are gathered afterwards), without it on the whole sequence
+    rep = replicated_qkv_flops(mbs, seq, model)
+    rep_split = jnp.where(train.seq_parallel > 0, split, c)
+    rep_f = gemm_time_s(rep / rep_split, g.peak_flops, g.gemm_max, g.gemm_half_flops)
+    linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
     attn_eff = attention_efficiency(seq / c, g.attention_max, g.attention_half_seq)
-    attn_flash_f = 0.5 * attn / split / (g.peak_flops_16bit * attn_eff)
+    attn_full = full_attention_flops(mbs, seq, model)
+    # Sliding-window layers: the kernel sweeps only ~W keys per query tile (FlashAttention's local/window mode skips
+    # the key blocks outside the band), so its efficiency is that of a W-key call; full layers as before. The
+    # learned sinks add one logit per head to each softmax denominator: no FLOPs worth counting.
+    wf = model.window_fraction
+    win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), g.attention_max,
+                                   g.attention_half_seq)
+    # time of the windowed mix / time of the same FLOPs at the full layers' efficiency (1 without windows)
+    r = window_keys_ratio(seq, model)
+    window_slowdown = jnp.where(model.window > 0,
+                                attn_eff * ((1.0 - wf) / attn_eff + wf * r / win_eff) / (1.0 - wf + wf * r), 1.0)
+    attn_flash_f = 0.5 * (attn * window_slowdown) / split / (g.peak_flops_16bit * attn_eff)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
     gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
-    attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
+    # unfused attention computes the whole score matrix and masks it: the window saves no work there
+    attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
@@ -121,10 +172,18 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     softmax_f = softmax_bytes / mem_bw
     attn_f = jnp.where(flash, attn_flash_f, attn_plain_f + softmax_f)
     attn_b = jnp.where(flash, FLASH_BWD_RATIO * attn_flash_f, 2.0 * attn_plain_f + MEMORY_BWD_RATIO * softmax_f)
-    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s
-    bwd = 2.0 * linear_f + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s
-    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f, weight_grad_s=linear_f,
-                      recompute_selective_s=attn_f)
+    # LoRA (cost/lora.py): frozen GEMMs run only their input-gradient GEMM backward (1x forward), the rank-r
+    # adapters (16-bit, like the attention core in FP8 recipes) forward 1x and backward 2x; without LoRA
+    # adapter_f = 0 and frozen = 0
+    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, g.peak_flops_16bit,
+                            g.gemm_max, g.gemm_half_flops)
+    # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
+    trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
+    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f
+    bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
+        + 2.0 * adapter_f
+    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f,
+                      weight_grad_s=linear_f * trained + adapter_f, recompute_selective_s=attn_f)
 
 
 def logits_times(tp, cp, mbs, seq, model, g):

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .compute import LayerTimes, layer_times, logits_times
+from .lora import adapter_params_per_layer
 from .memory import params_per_gpu
 from .placement import group_members, layout_strides
 from .stages import slowest_stage
@@ -54,6 +55,7 @@ class Context(NamedTuple):
     tokens_gpu: jax.Array  # tokens one GPU processes per microbatch (b s / (cp tp))
     params_dense: jax.Array  # parameters one GPU of the first stage holds (dense part, incl. embeddings)
     params_expert: jax.Array  # and its experts
+    params_adapter: jax.Array  # LoRA adapter parameters it holds (0 without LoRA; cost/lora.py)
 
 
 def context(params, d) -> Context:
@@ -94,4 +96,5 @@ def context(params, d) -> Context:
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
-        params_dense=params_dense, params_expert=params_expert)
+        params_dense=params_dense, params_expert=params_expert,
+        params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp)

@@ -18,7 +18,10 @@ BWD_RINGS = 2.0
 def cp_term(ctx, d, model, train, gpu):
     """(Term, exposed forward seconds per layer)."""
     cp, tp = d.cp, d.tp
-    kv_chunk_bytes = 2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp  # K and V, 16-bit
+    # K and V, 16-bit; MLA rings the up-projected per-head K (d_qk) and V (d_v) (Megatron-Core MLA with CP)
+    kv_chunk_bytes = jnp.where(model.mla > 0,
+                               2.0 * d.mbs * (ctx.seq / cp) * model.heads * (model.qk_head_dim + model.v_head_dim) / tp,
+                               2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp)
     alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.alpha_s, ctx.bw_Bps)
     ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)
     fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=gpu.overlap_slowdown)

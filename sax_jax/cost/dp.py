@@ -91,7 +91,12 @@ def dp_term(ctx, d, train, gpu):
     (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory."""
     sharding, lt = d.sharding, ctx.layer
     params_gpu = ctx.params_dense + ctx.params_expert
-    grad_bytes, param_bytes = params_gpu * train.grad_reduce_bytes, params_gpu * train.param_bytes
+    # LoRA (cost/lora.py): only the adapters have gradients and updated parameters to sync; ZeRO-3 still gathers
+    # every (frozen) weight
+    lora = train.lora > 0
+    trained_gpu = jnp.where(lora, ctx.params_adapter, params_gpu)
+    grad_bytes, param_bytes = trained_gpu * train.grad_reduce_bytes, params_gpu * train.param_bytes
+    step_param_bytes = trained_gpu * train.param_bytes
     zero3 = shards_weights(sharding)
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
@@ -104,8 +109,8 @@ def dp_term(ctx, d, train, gpu):
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                     grad_bytes, param_bytes, ctx.alpha_s, ctx.bw_Bps)
-    buckets = jnp.maximum(params_gpu / BUCKET_PARAMS, 1.0)
+                                     grad_bytes, step_param_bytes, ctx.alpha_s, ctx.bw_Bps)
+    buckets = jnp.maximum(trained_gpu / BUCKET_PARAMS, 1.0)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
     grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
@@ -119,14 +124,17 @@ def dp_term(ctx, d, train, gpu):
     state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)
     state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train)
              + model_state_bytes(ctx.params_expert, jnp.maximum(state_shards / d.ep, 1.0), sharding, train))
+    # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
+    frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
+    state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)
     layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_stage * train.param_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
     return Term(stage_s=stage_s, step_s=step_s, cross_bytes=_cross_bytes(ctx, sharding, grad_bytes, param_bytes,
-                                                                          train),
+                                                                          train, step_param_bytes),
                 memory_bytes=state + buffers)
 
 
-def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train):
+def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train, step_param_bytes):
     """Bytes the same collectives move over campus/region links (hierarchical accounting: level L carries
     2 (k_L - 1)/k_L of the data left after the levels inside it; a reduce-scatter or all-gather half of that)."""
     # bytes per byte of message: depends on the placement only, so a grid evaluation computes it once per layout
@@ -137,7 +145,7 @@ def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train):
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     per_step = jnp.select(
         [sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP],
-        [whole * grad_bytes, 0.5 * whole * (grad_bytes + param_bytes), 0.0],
+        [whole * grad_bytes, 0.5 * whole * (grad_bytes + step_param_bytes), 0.0],
         across * grad_bytes / jnp.maximum(ctx.grad_shards_building, 1.0))
     # ZeRO-3 gathers and reduce-scatters inside its shard group: all of dp x cp (fsdp), the building (hsdp)
     zero3 = jnp.where(sharding == Sharding.HSDP, per_byte(ctx.grad_k_building), whole)

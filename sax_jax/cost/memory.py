@@ -36,12 +36,19 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
     # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each (none without dropout)
     sp_part = (4.0 + 2.0 * gin + 2.0 * model.dropout) * sbh / sp_div
-    qkv = 2.0 * s * b * (model.heads * model.head_dim + 2.0 * model.kv_heads * model.head_dim)
+    # Q, K, V (16-bit, for the attention backward); MLA: a heads of d_qk for Q and K, d_v for V
+    mla = model.mla > 0
+    qkv = jnp.where(mla, 2.0 * s * b * model.heads * (2.0 * model.qk_head_dim + model.v_head_dim),
+                    2.0 * s * b * (model.heads * model.head_dim + 2.0 * model.kv_heads * model.head_dim))
     # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
-    proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * model.head_dim
+    proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * jnp.where(mla, model.v_head_dim,
+                                                                                          model.head_dim)
     # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes)
     mlp_hidden = s * b * model.ffn * (2.0 * (model.mlp_mats - 1.0) + gin)
     tp_part = (qkv + proj_in + mlp_hidden) / tp
+    # MLA's compressed latents [c_Q, c_KV, k_rope]: the latent norms' 16-bit inputs and the up projections'
+    # gin-byte inputs, on every TP rank (Megatron-Core gathers them over the sequence before the up projections)
+    tp_part = tp_part + jnp.where(mla, (2.0 + gin) * s * b * model.mla_latent, 0.0)
     # softmax output 2 bytes per score, plus the dropout mask (1) and output (2) when the model has dropout
     scores = (2.0 + 3.0 * model.dropout) * model.heads * s * seq * b / tp
     # selective recompute drops the scores; with half the layers are stored whole, scores included
@@ -69,7 +76,11 @@ def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
 def params_per_gpu(tp, pp, ep, model, layers_stage):
     """(dense params, expert params) held by one GPU of the first (fullest) pipeline stage."""
     h, d = model.hidden, model.head_dim
-    attn = h * (model.heads * d + 2.0 * model.kv_heads * d) + model.heads * d * h + 2.0 * h
+    # MLA: up/output projections split over TP, the down projections duplicated on every rank (x tp here, / tp
+    # below)
+    attn = jnp.where(model.mla > 0,
+                     model.mla_up + model.heads * model.v_head_dim * h + model.mla_rep_params * tp + 2.0 * h,
+                     h * (model.heads * d + 2.0 * model.kv_heads * d) + model.heads * d * h + 2.0 * h)
     dense_mlp = model.mlp_mats * h * model.ffn
     expert_mlp = model.mlp_mats * h * model.expert_ffn
     dense = layers_stage * (attn + (1.0 - model.moe_fraction) * dense_mlp

@@ -15,5 +15,6 @@ ADAM_BYTES_PER_PARAM = 30.0
 def optimizer_term(ctx, d, gpu) -> Term:
     shards = jnp.select([d.sharding == Sharding.ZERO0, d.sharding == Sharding.HSDP],
                         [1.0, ctx.grad_shards_building], ctx.grad_shards)
-    params_gpu = ctx.params_dense + ctx.params_expert
+    # LoRA (cost/lora.py): only the adapters are updated
+    params_gpu = jnp.where(ctx.params_adapter > 0, ctx.params_adapter, ctx.params_dense + ctx.params_expert)
     return Term(step_s=params_gpu / shards * ADAM_BYTES_PER_PARAM / (gpu.hbm_Bps * gpu.memory_bound))

@@ -35,7 +35,7 @@ def step_time(params, d) -> Cost:
 
     # ---- one microbatch on the slowest stage: kernels and the communication they cannot hide
     compute = compute_term(ctx, d, model)
-    tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu)
+    tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu, model)
     cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
     ep, ep_fwd_s = ep_term(ctx, d, model, train)
     dp = dp_term(ctx, d, train, params.gpu)

@@ -5,6 +5,13 @@ With sequence parallelism each all-reduce becomes an all-gather plus a reduce-sc
 backward all-gathers the scattered layer input once more per linear pair for the weight gradients: 3 all-reduce
 equivalents in the backward instead of 2 (Korthikanti et al. 2022, section 4.2.2). Full recompute repeats the
 forward's. Time and cross-building bytes both come from these counts.
+
+Multi-head latent attention under sequence parallelism (Megatron-Core MLASelfAttention): the duplicated down
+projections run on each rank's s/t tokens and what is all-gathered is the compressed latent [c_Q, c_KV, k_rope]
+(1536 + 512 + 64 = 2112 wide for DeepSeek-V3, not h = 7168); the output projection still reduce-scatters h. Of the
+layer's two all-reduce equivalents (attention: AG + RS, MLP: AG + RS) the attention all-gather shrinks to r =
+latent/h of its size, so every TP message is (3 + r)/4 of the activation on average. Without sequence
+parallelism the full input is already on every rank and the counts are unchanged.
 """
 import jax.numpy as jnp
 
@@ -17,10 +24,12 @@ FWD_ALLREDUCES = 2.0
 BWD_ALLREDUCES = 2.0
 
 
-def tp_term(ctx, d, train, gpu):
+def tp_term(ctx, d, train, gpu, model):
     """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
     k = ctx.tp.participants
-    allreduce_s = coll.ring_allreduce_s(k, ctx.act_bytes, ctx.alpha_s, ctx.bw_Bps)
+    mla_sp = (model.mla > 0) & (train.seq_parallel > 0)
+    act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
+    allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.alpha_s, ctx.bw_Bps)
     sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
     # NCCL calls: an all-reduce is one, under sequence parallelism an all-gather plus a reduce-scatter, and the
     # backward's re-gather is one all-gather per linear pair
@@ -42,6 +51,6 @@ def tp_term(ctx, d, train, gpu):
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     allreduces = FWD_ALLREDUCES * (1.0 + full) + BWD_ALLREDUCES + sp_allreduces
-    per_gpu = allreduces * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, ctx.act_bytes))
+    per_gpu = allreduces * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, act_bytes))
     cross = ctx.microbatches * ctx.layers_stage * per_gpu * train.n_gpus
     return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s
