@@ -142,9 +142,8 @@ RANGES = {
         "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
     },
 }
-# Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers), validated like RANGES. Kept apart
-# because README's "Input ranges" table (which tests/test_config.py checks against RANGES) does not list them yet;
-# move them into RANGES when it does.
+# Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers, LoRA), validated like RANGES and
+# documented in README's "Input ranges" table like them (tests/test_config.py).
 ARCH_RANGES = {
     "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers")},
     "mla": {
