@@ -243,3 +243,11 @@ def test_eval_record_carries_goodput(sc):
     rec = eval_record(sc, sc.space.to_dict(design), evaluate_one(sc, design))
     for k in ("goodput_tokens_per_s", "ettr", "interruptions_per_hour", "degraded_fraction", "checkpoint_interval_s"):
         assert isinstance(rec[k], float)
+
+
+def test_searches_rank_by_goodput_under_that_objective(sc):
+    """Evolution minimizes log(step / ETTR) under the goodput objective: its best beats every baseline's goodput."""
+    rec = sx.search(sc, "evolution", strategy="de", budget=1500, seed=0)
+    best = evaluate_one(sc, sc.space.design(rec["best"]["design"]))
+    for name in sc.baselines:
+        assert best["goodput_tokens_per_s"] >= evaluate_one(sc, sc.baseline_design(name))["goodput_tokens_per_s"]
