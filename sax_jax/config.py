@@ -19,7 +19,7 @@ from . import specs as S
 from .resources import bundled, find_scenario
 from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, DesignSpace
 
-OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu")
+OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu", "goodput_tokens_per_s")
 
 
 @dataclasses.dataclass(frozen=True)

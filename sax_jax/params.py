@@ -117,6 +117,10 @@ class NetP(NamedTuple):
     fail_per_s: jnp.ndarray
     is_network: jnp.ndarray  # 0 for the NVLink node level, 1 above
     cross_building: jnp.ndarray  # 1 for campus and region
+    # per GPU link into the level (cost/goodput.py); defaults keep hand-built params (tests) valid
+    link_fail_per_s: jnp.ndarray | float = 0.0
+    link_flap_per_s: jnp.ndarray | float = 0.0
+    repair_s: jnp.ndarray | float = 1.0
 
 
 class TransportP(NamedTuple):
@@ -130,6 +134,7 @@ class TransportP(NamedTuple):
     channels: jnp.ndarray
     reroute_s: jnp.ndarray
     tolerated_loss: jnp.ndarray
+    survives: jnp.ndarray | float = 0.0  # 1: a connection moves off a failed plane (needs planes > 1)
 
 
 class TrainP(NamedTuple):
@@ -145,6 +150,10 @@ class TrainP(NamedTuple):
     n_gpus: jnp.ndarray
     lora: jnp.ndarray  # 1: LoRA fine-tuning (base weights frozen), 0: every weight trains
     lora_rank: jnp.ndarray
+    gpu_fail_per_s: jnp.ndarray | float = 0.0  # non-network job-killing failures per GPU-second
+    checkpoint_write_s: jnp.ndarray | float = 0.0
+    restart_s: jnp.ndarray | float = 0.0
+    checkpoint_interval_s: jnp.ndarray | float = 0.0  # 0: the Daly optimum
 
 
 class Params(NamedTuple):
@@ -233,6 +242,9 @@ def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
         fail_per_s=[l.failure_rate_per_hour / 3600.0 for l in lv],
         is_network=[float(x) for x in topo.is_network],
         cross_building=[float(x) for x in topo.cross_building],
+        link_fail_per_s=[l.link_failures_per_link_hour / 3600.0 for l in lv],
+        link_flap_per_s=[l.link_flaps_per_link_hour / 3600.0 for l in lv],
+        repair_s=[l.repair_s for l in lv],
     )
 
 
@@ -248,6 +260,7 @@ def transport_params(transports, dtype=jnp.float32) -> TransportP:
         channels=[t.channels for t in transports],
         reroute_s=[t.reroute_s for t in transports],
         tolerated_loss=[t.tolerated_loss for t in transports],
+        survives=[t.survives_link_failure for t in transports],
     )
 
 
@@ -258,7 +271,9 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
         seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
         allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,
-        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank)
+        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank,
+        gpu_fail_per_s=t.gpu_failures_per_gpu_hour / 3600.0, checkpoint_write_s=t.checkpoint_write_s,
+        restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s)
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:

@@ -70,6 +70,12 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "crossings": crossings(scenario, cost["group_levels"]),
         "resolved": {"dp": resolved_dp(scenario, design)},
         "warnings": warnings_for(scenario, [design]),
+        # beside the step: interruptions, checkpoints and degraded periods (cost/goodput.py)
+        "goodput_tokens_per_s": cost["goodput_tokens_per_s"],
+        "ettr": cost["ettr"],
+        "interruptions_per_hour": cost["interruptions_per_hour"],
+        "degraded_fraction": cost["degraded_fraction"],
+        "checkpoint_interval_s": cost["checkpoint_interval_s"],
     }
     return rec
 
@@ -87,6 +93,11 @@ def print_eval(rec: dict, console: Console | None = None):
     head.add_row("step time", fmt_time(rec["raw_step_time_s"]) + ("" if rec["feasible"] else " (if it ran)"))
     head.add_row("tokens/s", f"{rec['tokens_per_s']:,.0f}")
     head.add_row("MFU", f"{100 * rec['mfu']:.1f} %")
+    if "goodput_tokens_per_s" in rec:
+        head.add_row("goodput", f"{rec['goodput_tokens_per_s']:,.0f} tokens/s (ETTR {100 * rec['ettr']:.1f} %: "
+                                f"{rec['interruptions_per_hour']:.3g} interruptions/h, checkpoint every "
+                                f"{rec['checkpoint_interval_s'] / 60:.1f} min, {100 * rec['degraded_fraction']:.2g} % "
+                                f"of the time on fewer planes)")
     head.add_row("memory / GPU", f"{rec['memory_bytes'] / 2**30:.1f} GiB of {rec['memory_capacity_bytes'] / 2**30:.1f} "
                                  f"GiB usable")
     head.add_row("cross-building traffic", f"{rec['cross_building_bytes'] / 1e12:.3f} TB per step")

@@ -77,7 +77,9 @@ def sample_params(params: Params, n_samples: int, seed: int, distribution=DISTRI
     tiled = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, (n_samples,) + jnp.shape(x)), params)
     noisy = tiled.net._replace(latency_s=net.latency_s * factor["latency"], bw_Bps=net.bw_Bps * factor["bandwidth"],
                                loss=jnp.clip(net.loss * factor["loss"], 0.0, LOSS_MAX),
-                               fail_per_s=net.fail_per_s * factor["failure"])
+                               fail_per_s=net.fail_per_s * factor["failure"],
+                               link_fail_per_s=net.link_fail_per_s * factor["failure"],
+                               link_flap_per_s=net.link_flap_per_s * factor["failure"])
     return tiled._replace(net=noisy)
 
 

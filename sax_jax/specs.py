@@ -121,6 +121,9 @@ RANGES = {
         "mtu_bytes": Range(64, 1_048_576, True, why="bytes per packet"),
         "planes": Range(1, 1_024, True, why="NIC planes"),
         "failure_rate_per_hour": Range(0, 10_000, why="link/plane failures per hour"),
+        "link_failures_per_link_hour": Range(0, 1, why="hard failures of one GPU's links into this level, per hour"),
+        "link_flaps_per_link_hour": Range(0, 1, why="transient link down/up events per link-hour"),
+        "repair_s": Range(0, 1e8, lo_open=True, why="seconds until a failed link is repaired"),
     },
     "transport": {
         "qps": Range(1, 4_096, True, why="queue pairs per connection"),
@@ -140,6 +143,10 @@ RANGES = {
         "grad_bytes": Range(0.125, 16, why="bytes per gradient element"),
         "grad_reduce_bytes": Range(0.125, 16, why="bytes per gradient element on the wire"),
         "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
+        "checkpoint_write_s": Range(0, 1e6, lo_open=True, why="seconds a checkpoint blocks training"),
+        "restart_s": Range(0, 1e7, why="seconds from an interruption to training again (excl. lost work)"),
+        "checkpoint_interval_s": Range(0, 1e8, why="seconds of training between checkpoints; 0 = Daly optimum"),
+        "gpu_failures_per_gpu_hour": Range(0, 1, why="job-killing non-network failures per GPU-hour"),
     },
 }
 # Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers, LoRA), validated like RANGES and
@@ -169,7 +176,8 @@ def ranges_of(kind: str) -> dict:
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
-               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss")}
+               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss"),
+               "transport": ("survives_link_failure",)}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
 
@@ -431,6 +439,16 @@ class Level:
     mtu_bytes: int = 4096
     planes: int = 1  # NIC planes (multi-plane fabrics)
     failure_rate_per_hour: float = 0.0  # link/plane failures per hour seen by one job on this level
+    # Failures of the links a GPU cannot route around without another plane (its NIC ports into this level; each
+    # GPU has one such link, of all its planes together: failures scale with the optical lanes, not with how the
+    # lanes are grouped into planes). Rates per link-hour; failures the fabric routes around (equal-cost paths
+    # behind the first hop) belong in failure_rate_per_hour. cost/goodput.py turns them into interruptions or
+    # degraded time; 0 (no data) by default.
+    link_failures_per_link_hour: float = 0.0  # hard: down until repaired
+    link_flaps_per_link_hour: float = 0.0  # transient: down and up again within the transport's reroute time
+    # Time to replace a failed optic/cable. Assumption (no published figure for AI fabrics): a few hours, the
+    # on-site swap of a pluggable optic; set per system.
+    repair_s: float = 4 * 3600.0
 
     def validate(self, file=None):
         key = f"levels.{self.name}"
@@ -488,6 +506,11 @@ class TransportSpec:
     window_bytes_per_channel: float = 4 * 2**20
     reroute_s: float = 1.0  # time to route around a failed link/plane
     tolerated_loss: float = 0.0  # bounded-loss only: fraction of data dropped at the deadline
+    # Whether a connection survives the hard failure of its GPU's link on one plane by moving to the other planes
+    # (MRC: sprays over all planes and stops using a failed path within ~RTT). False for RDMA RC (RoCE, one QP
+    # bound to one port): the retry counter runs out (NCCL_IB_TIMEOUT/RETRY_CNT), the QP goes to error and NCCL
+    # aborts the job. With one plane nothing survives: the GPU has no other link.
+    survives_link_failure: bool = False
 
     def validate(self, file=None):
         key = f"transports.{self.name}"
@@ -535,6 +558,17 @@ class Training:
     sequence_parallel: bool = True
     flash_attention: bool = True
     allow_bounded_loss: bool = False  # bounded-loss transport changes training semantics
+    # Interruptions and checkpoints (cost/goodput.py). Non-network failure rate: the Llama 3 405B run (Llama Team,
+    # "The Llama 3 Herd of Models", 2024, Table 5) had 419 unexpected interruptions in 54 days on 16,384 H100s,
+    # 35 of them network switch/cable (the network's share comes from the levels' link rates); the other 384 ->
+    # 384 / (54 x 24 h x 16,384) = 1.81e-5 per GPU-hour (GPU and HBM3 faults dominate).
+    gpu_failures_per_gpu_hour: float = 384.0 / (54 * 24 * 16384)
+    # Time a checkpoint blocks training and time from a crash to training again. Assumptions (set per scenario):
+    # an asynchronous checkpoint blocks for the device-to-host copy, tens of seconds for a 405B model's states
+    # spread over the job; a restart (detect, reschedule onto spares, NCCL init, load the checkpoint) ~10 min.
+    checkpoint_write_s: float = 30.0
+    restart_s: float = 600.0
+    checkpoint_interval_s: float = 0.0  # 0: the optimal interval (Daly 2006), else this fixed interval
     framework: "Framework" = None  # the software stack (None: the calibration reference, Megatron-TE)
     # LoRA fine-tuning (Hu et al. 2021, arXiv 2106.09685): base weights frozen, rank-r adapters A (in x r) and
     # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA

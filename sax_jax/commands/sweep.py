@@ -47,7 +47,8 @@ def setup_compile_cache(jax, enabled: bool = True) -> str | None:
     jax.config.update("jax_compilation_cache_dir", cache)
     return cache
 
-COLUMNS = ("index", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes")
+COLUMNS = ("index", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
+           "goodput_tokens_per_s", "ettr")
 
 
 def _row(rec: dict) -> dict:
@@ -125,7 +126,8 @@ def print_result(result, console: Console, space=None) -> None:
     differ = [ax for ax in varied if ax not in shared]
     kind = "distinct values of " if result.distinct else ""
     tab = Table(title=f"top {len(result.top)} by {kind}{result.objective}")
-    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB"):
+    good = result.objective == "goodput_tokens_per_s"
+    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB") + (("goodput", "ETTR") if good else ()):
         tab.add_column(col, justify="right")
     for ax in differ:
         tab.add_column(ax, justify="left")
@@ -138,6 +140,7 @@ def print_result(result, console: Console, space=None) -> None:
     for i, r in enumerate(result.top):
         tab.add_row(str(i + 1), show(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
                     f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}",
+                    *((f"{r['goodput_tokens_per_s']:,.0f}", f"{100 * r['ettr']:.1f}%") if good else ()),
                     *[str(r["design"][ax]) for ax in differ])
     if shared:
         console.print("all listed designs: " + ", ".join(f"{ax}={designs[0][ax]}" for ax in shared))
@@ -310,6 +313,9 @@ def run(args) -> int:
                     f"{sp['n_pairs']} run pairs{'; a tie' if sp['tie'] else ''})") if sp else ""
             console.print(f"best vs baseline {name} ({fmt_time(t) if t else 'infeasible'}): "
                           + (f"{ratio:.2f}x faster{band}" if ratio else "n/a"))
+            g_base, g_best = base[name].get("goodput_tokens_per_s"), (result.top or [{}])[0].get("goodput_tokens_per_s")
+            if result.objective == "goodput_tokens_per_s" and g_base and g_best:
+                console.print(f"  goodput {g_best:,.0f} vs {g_base:,.0f} tokens/s: {g_best / g_base:.2f}x")
         if bands:
             print_bands(bands, console)
         if ranking:

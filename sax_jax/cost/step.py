@@ -4,6 +4,7 @@
          + per-step terms: dp (gradient reduction, parameter gather), optimizer
          + straggler (waiting for the slowest of N GPUs)
          + stall (expected failure stalls)
+    goodput = tokens/s x ETTR (interruptions, checkpoints, degraded periods: goodput.py), beside the step
 
 Each term lives in the module of its physical concern and returns a ``terms.Term``: its seconds, its
 cross-building bytes and its memory. The breakdown keys are the term names; cross-building traffic and
@@ -18,6 +19,7 @@ from .context import context
 from .context_parallel import cp_term
 from .dp import dp_term
 from .feasibility import violation_mask
+from .goodput import goodput
 from .moe import ep_term
 from .optimizer import optimizer_term
 from .pipeline import pipeline_terms
@@ -48,7 +50,7 @@ def step_time(params, d) -> Cost:
     optimizer = optimizer_term(ctx, d, params.gpu)
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
     stall, total = stall_term(ctx, d, params.net, params.transport,
-                              pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s)
+                              pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s, train.n_gpus)
 
     terms = dict(compute=compute, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
                  optimizer=optimizer, straggler=straggler, stall=stall)
@@ -60,9 +62,11 @@ def step_time(params, d) -> Cost:
 
     flops = model_flops_per_sequence(ctx.seq, model) * train.gbs
     safe_total = jnp.where(feasible, total, 1.0)
+    tokens_per_s = jnp.where(feasible, train.gbs * ctx.seq / safe_total, 0.0)
+    good = goodput(ctx, d, params, tokens_per_s)
     return Cost(
         step_time_s=jnp.where(feasible, total, jnp.inf),
-        tokens_per_s=jnp.where(feasible, train.gbs * ctx.seq / safe_total, 0.0),
+        tokens_per_s=tokens_per_s,
         mfu=jnp.where(feasible, flops / (safe_total * train.n_gpus * params.gpu.peak_flops), 0.0),
         memory_bytes=memory,
         breakdown=breakdown,
@@ -72,4 +76,5 @@ def step_time(params, d) -> Cost:
         group_levels=jnp.stack([ctx.tp.participants, ctx.cp.participants, ctx.pp.participants,
                                 ctx.dp_group.participants]),
         raw_step_time_s=total,
+        **good._asdict(),
     )

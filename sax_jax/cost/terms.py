@@ -53,8 +53,15 @@ class Cost(NamedTuple):
     violation: Array  # bit mask over feasibility.VIOLATIONS
     group_levels: Array  # [4 (tp, cp, pp, dp), levels]: participants k_L of each group per level
     raw_step_time_s: Array  # the time even when infeasible (for penalties and explanations)
+    # failures beyond the step's stalls (cost/goodput.py)
+    interruptions_per_hour: Array  # job-ending failures per hour
+    degraded_fraction: Array  # fraction of wall time on fewer planes
+    checkpoint_interval_s: Array  # Daly's optimum unless the scenario fixes one
+    ettr: Array  # effective training time ratio
+    goodput_tokens_per_s: Array  # tokens/s x ettr; 0 when infeasible
 
 
 # What a report of one design carries (the rest of Cost is internal: per-level spans, the unmasked time).
 REPORT_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes", "feasible",
-                 "violation", "breakdown")
+                 "violation", "breakdown", "goodput_tokens_per_s", "ettr", "interruptions_per_hour",
+                 "degraded_fraction", "checkpoint_interval_s")

@@ -3,7 +3,8 @@
 Three effects on levels above the node (NVLink is untouched):
   * load balancing: ECMP hashes F flows onto M equal-cost paths; the busiest path sets the pace, so the
     efficiency is max(lambda, 1) / E[max load] with lambda = F/M and E[max] = sum_k 1 - P(X <= k)^M,
-    X ~ Poisson(lambda) (balls into bins; M=8, lambda=1 -> ~0.39). More QPs per connection raise F.
+    X ~ Poisson(lambda) (balls into bins; M=8, lambda=1 -> ~0.39). More QPs per connection raise F. On a
+    multi-plane level a flow stays on one plane: M = paths x planes (``plane_paths``).
     Packet spraying reaches 1 - sqrt(2 M ln M / P) for P packets in flight (max of M binomial loads,
     normal approximation). A level with deterministic routing (InfiniBand, rail-optimized fabrics) has
     paths = 1 and no collisions.
@@ -54,6 +55,14 @@ def expected_extra_rounds(p, n_packets):
 MAX_QPS = 64
 
 
+def plane_paths(net):
+    """[L] bins ECMP hashes flows into: the level's paths on each of its planes. A multi-plane NIC (one 800G port
+    split into 8 x 100G links to independent planes) binds each flow to one plane, so P planes are P times as many
+    bins. Packet spraying is unaffected: the NIC stripes packets evenly over its planes (deterministically, as MRC
+    does), so its balance is that of the paths within one plane."""
+    return net.paths * net.planes
+
+
 def ecmp_table(net):
     """ECMP efficiency for 1..MAX_QPS flows per connection at each level: [MAX_QPS, L].
 
@@ -61,7 +70,8 @@ def ecmp_table(net):
     """
     q = jnp.arange(1, MAX_QPS + 1, dtype=net.paths.dtype)
     # one connection per path (M senders share M paths), each split into q flows: F = q M, lambda = q
-    return ecmp_efficiency(q[:, None] * net.paths[None, :], net.paths[None, :])
+    paths = plane_paths(net)
+    return ecmp_efficiency(q[:, None] * paths[None, :], paths[None, :])
 
 
 def _interp_rows(table, x):

@@ -24,7 +24,8 @@ def baseline_costs(scenario) -> dict:
         out[name] = {"design": scenario.space.to_dict(design),
                      "step_time_s": cost["step_time_s"] if cost["feasible"] else None,
                      "feasible": cost["feasible"], "memory_bytes": cost["memory_bytes"],
-                     "cross_building_bytes": cost["cross_building_bytes"]}
+                     "cross_building_bytes": cost["cross_building_bytes"],
+                     "goodput_tokens_per_s": cost["goodput_tokens_per_s"]}
     return out
 
 

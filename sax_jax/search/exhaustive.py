@@ -76,7 +76,7 @@ class SweepResult:
 def _objective_key(cost, objective: str):
     if objective == "step_time_s":
         return cost.step_time_s
-    return -getattr(cost, objective)  # tokens_per_s, mfu: larger is better
+    return -getattr(cost, objective)  # tokens_per_s, mfu, goodput_tokens_per_s: larger is better
 
 
 def _resolve_devices(devices):

@@ -9,7 +9,9 @@ batched call. Synthetic problems (tests) plug in any pure ``fitness_fn(aux, digi
 Fitness (minimized) is ``log(raw step time)`` for a feasible point; an infeasible point adds ``INFEASIBLE``
 plus ``PER_VIOLATION`` per violated constraint plus the log of its memory excess, so every infeasible point
 ranks below every feasible one, points closer to feasibility rank higher, and nothing is ever NaN or inf.
-All three objectives (step time, tokens/s, MFU) are monotone in the step time, so minimizing it serves each.
+Step time, tokens/s and MFU are monotone in the step time, so minimizing it serves each; goodput is not (a
+transport that survives failures trains more per hour at the same step time), so under that objective the
+fitness is log(step time / ETTR) = -log(goodput) + const, and the exact value reported stays the step time.
 
 The genome of the evolutionary strategies lives in [0, 1]^n_axes: gene g selects option floor(g * radix).
 """
@@ -319,6 +321,22 @@ def scenario_smooth(aux, digits, relaxed):
     return jnp.log(jnp.maximum(c.raw_step_time_s, 1e-30)) + 4.0 * excess
 
 
+def goodput_fitness(aux, digits):
+    """``scenario_fitness`` for the goodput objective: log(step / ETTR) orders feasible points by goodput."""
+    params, tables = aux
+    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
+    return penalized_fitness(cost, params.gpu.hbm_bytes) - jnp.log(jnp.maximum(cost.ettr, 1e-30)), cost.step_time_s
+
+
+def goodput_smooth(aux, digits, relaxed):
+    """``scenario_smooth`` minus log ETTR (the goodput objective)."""
+    params, tables = aux
+    design = digits_design(tables, digits)
+    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
+    ettr = step_time(params, Design(*leaves)).ettr
+    return scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(ettr, 1e-30))
+
+
 def scenario_problem(scenario, params=None) -> Problem:
     """A scenario's design space as a Problem; numeric axes in increasing value order."""
     params = build_params(scenario) if params is None else params
@@ -332,8 +350,10 @@ def scenario_problem(scenario, params=None) -> Problem:
         values.append(vals)
         relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
         tables.append(jnp.asarray(vals, axis_dtype(ax)))
-    problem = Problem(radices=scenario.space.radices, fitness_fn=scenario_fitness, aux=(params, tuple(tables)),
-                      values=tuple(values), relaxable=tuple(relaxable), smooth_fn=scenario_smooth, names=AXES,
+    good = scenario.objective == "goodput_tokens_per_s"
+    problem = Problem(radices=scenario.space.radices, fitness_fn=goodput_fitness if good else scenario_fitness,
+                      aux=(params, tuple(tables)), values=tuple(values), relaxable=tuple(relaxable),
+                      smooth_fn=goodput_smooth if good else scenario_smooth, names=AXES,
                       scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))
     anchors = []
     for name in scenario.baselines:
