@@ -82,12 +82,15 @@ RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the datas
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
-    "sac-op": "torchtitan op-level selective activation checkpointing (recomputes about every 2nd matmul) is "
-              "modelled as Megatron selective recompute (attention core only)",
-    "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block fully recomputed) is "
-                 "modelled as Megatron selective recompute (attention core only)",
+    "sac-op": "torchtitan op-level selective activation checkpointing (every 2nd matmul and the elementwise ops "
+              "recomputed, attention saved) is modelled as recompute 'half' (every 2nd layer recomputed whole): "
+              "the same matmul FLOPs, plus the attention core of half the layers",
+    "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
+                 "modelled as recompute 'half'; exact up to the stage's layer split",
     "h100-96gb": "Meta Grand Teton H100 (96 GB HBM2e, 500 W power limit) is modelled as H100-SXM-80GB",
 }
+# torchtitan's selective activation checkpointing (both policies): recompute "half" (space.Recompute)
+SAC_FEATURES = {"sac-op", "sac-layer"}
 # The GPU's standard cluster: node and building latencies (and the fabric) of its reference system.
 STANDARD_CLUSTER = {"A100-SXM-80GB": "selene-a100.yaml", "H100-SXM-80GB": "h100-building.yaml"}
 DEFAULT_LATENCY_US = (3.0, 8.0)  # NVSwitch and a 3-tier fat tree incl. NCCL software (configs/systems)
@@ -350,8 +353,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     x.update({c: _count(row, c, file, n) for c in COUNT_COLUMNS})
     if v["metric"] not in METRICS:
         raise CaseError(file, n, "metric", v["metric"], f"unknown metric; use one of {', '.join(METRICS)}")
-    if v["recompute"] not in ("none", "selective", "full"):
-        raise CaseError(file, n, "recompute", v["recompute"], "must be none, selective or full")
+    if v["recompute"] not in ("none", "selective", "full", "half"):
+        raise CaseError(file, n, "recompute", v["recompute"], "must be none, selective, full or half")
+    if SAC_FEATURES & set(feats):
+        v["recompute"] = "half"  # torchtitan's selective AC recomputes about half the forward (space.Recompute)
     if v["precision"] not in S.PRECISIONS:
         raise CaseError(file, n, "precision", v["precision"], f"use one of {', '.join(S.PRECISIONS)}")
     if gpu is None:
@@ -546,7 +551,8 @@ def hw_flops_per_sequence(case) -> float:
     m = P.model
     seq = case.scenario.training.seq_len
     qkv, proj, mlp, attn = (float(x) for x in layer_flops(1.0, seq, m, m.moe_fraction))
-    extra = {"full": qkv + proj + mlp + attn, "selective": attn, "none": 0.0}[case.design["recompute"]]
+    full = qkv + proj + mlp + attn
+    extra = {"full": full, "half": 0.5 * full, "selective": attn, "none": 0.0}[case.design["recompute"]]
     return float(model_flops_per_sequence(seq, m)) + case.scenario.model.layers * extra
 
 
