@@ -97,7 +97,9 @@ def _search_best(scenario, budget: int, seed: int, engine) -> dict:
     cost = compare_mod.evaluate_designs(scenario, [scenario.space.design(best["design"])], engine)[0]
     top = [{"design": best["design"], "step_time_s": cost["step_time_s"], "tokens_per_s": cost["tokens_per_s"],
             "mfu": cost["mfu"], "memory_bytes": cost["memory_bytes"],
-            "cross_building_bytes": cost["cross_building_bytes"]}]
+            "cross_building_bytes": cost["cross_building_bytes"],
+            **{k: cost[k] for k in ("goodput_tokens_per_s", "ettr", "interruptions_per_hour", "checkpoint_interval_s")
+               if k in cost}}]
     return {"top": top, "search": {k: rec[k] for k in ("method", "strategy", "seed", "budget", "evaluations",
                                                         "space_size", "fraction_of_space", "seconds")}}
 
@@ -116,7 +118,8 @@ def fixed_curves(scenario, vary: Vary, designs: dict, engine) -> dict:
 
 
 def _record(rec: dict) -> dict:
-    keep = ("index", "design", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes")
+    keep = ("index", "design", "step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes",
+            "goodput_tokens_per_s", "ettr", "interruptions_per_hour", "checkpoint_interval_s")
     return {k: rec[k] for k in keep if k in rec}
 
 

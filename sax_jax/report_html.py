@@ -193,6 +193,10 @@ def _summary(data: dict) -> str:
     cards = [("best step time", ftime(best["step_time_s"])),
              ("MFU", f"{100 * best['mfu']:.1f}%"), ("tokens/s", f"{best['tokens_per_s']:,.0f}"),
              ("memory per GPU", f"{best['memory_bytes'] / GiB:.1f} GiB")]
+    if best.get("goodput_tokens_per_s") is not None:  # tokens/s after interruptions and checkpoints (cost.goodput)
+        cards.append((f"goodput, tokens/s (ETTR {100 * best['ettr']:.1f}%, {best['interruptions_per_hour']:.2f} "
+                      f"interruptions/h, checkpoint every {best['checkpoint_interval_s'] / 60:.1f} min)",
+                      f"{best['goodput_tokens_per_s']:,.0f}"))
     band = data.get("band")
     if band:
         lo, hi = band["measured_s"]
@@ -200,7 +204,7 @@ def _summary(data: dict) -> str:
     for name, s in data["speedup_vs"].items():
         sp = (data.get("speedups") or {}).get(name)
         v = "baseline infeasible" if s is None else f"{s:.2f}x"
-        k = f"vs {name}" + (f" [{sp['band'][0]:.2f}x, {sp['band'][1]:.2f}x]" + (" tie" if sp["tie"] else "")
+        k = f"step time vs {name}" + (f" [{sp['band'][0]:.2f}x, {sp['band'][1]:.2f}x]" + (" tie" if sp["tie"] else "")
                             if sp else "")
         cards.append((k, v))
     body = "".join(f'<div class="card"><div class="v">{esc(v)}</div><div class="k">{esc(k)}</div></div>'

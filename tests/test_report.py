@@ -62,6 +62,14 @@ def test_best_and_top_are_the_sweeps(building, engine, data):
             [r["step_time_s"] for r in recs], rel=REL)
 
 
+def test_goodput_of_the_best_is_reported(building, data, page):
+    best = data["top"][0]
+    t = evaluate_one(building, building.space.design(best["design"]))
+    assert best["goodput_tokens_per_s"] == pytest.approx(t["goodput_tokens_per_s"], rel=REL)
+    assert best["goodput_tokens_per_s"] <= best["tokens_per_s"] * (1 + REL)  # ETTR <= 1
+    assert f"{best['goodput_tokens_per_s']:,.0f}" in page
+
+
 def test_speedups_are_baseline_over_best(building, data):
     best = data["top"][0]["step_time_s"]
     for name in building.baselines:
