@@ -20,7 +20,7 @@ from . import uncertainty
 from .engine import DEFAULT_ENGINE
 from .published import published_for
 from .search.baselines import baseline_costs, speedups
-from .sensitivity import Vary, check_vary, sensitivity
+from .sensitivity import SEARCH_BUDGET, Vary, check_vary, sensitivity
 from .space import AXES
 from .specs import RANGES
 from .trust import warnings_for
@@ -28,7 +28,6 @@ from .trust import warnings_for
 # Designs swept exhaustively for one report (each sensitivity value sweeps again): ~2.5 s per sweep at the
 # ~4e7 designs/s of 2 CPU cores (benchmarks/throughput.py). Larger spaces are searched.
 SWEEP_LIMIT = 1e8
-SEARCH_BUDGET = 20_000  # evaluations of the evolution search on spaces above SWEEP_LIMIT
 DEFAULT_TOP = 20
 # default sensitivity studies of the outermost level, as multiples of its nominal value: latency from a tenth
 # (same campus) to 30x (another continent), bandwidth per GPU from an eighth to twice
@@ -162,7 +161,6 @@ def collect(scenario, top_k: int = DEFAULT_TOP, varies=None, engine=None, progre
     side_by_side = compare_mod.compare(scenario, designs, labels, engine) if designs else None
 
     studies = []
-    named = {lb: d for lb, d in zip(labels, designs)}
     for v in varies:
         study = {"level": v.target, "field": v.field, "values": list(v.values),
                  "nominal": getattr(next(lv for lv in scenario.system.levels if lv.name == v.target), v.field, None)
@@ -173,7 +171,10 @@ def collect(scenario, top_k: int = DEFAULT_TOP, varies=None, engine=None, progre
         study["best_s"] = [p["best"]["step_time_s"] if p["best"] else None for p in full["points"]]
         study["best_designs"] = [p["best"]["design"] if p["best"] else None for p in full["points"]]
         study["crossovers"] = full["crossovers"]
-        study["fixed_s"] = fixed_curves(scenario, v, named, engine)
+        # the sensitivity study evaluated every baseline at each value already; only the nominal best is added
+        held = fixed_curves(scenario, v, {"best": top[0]["design"]}, engine) if top else {}
+        study["fixed_s"] = {**held, **{n: [p["baselines"][n]["step_time_s"] for p in full["points"]]
+                                       for n in scenario.baselines}}
         studies.append(study)
 
     return {

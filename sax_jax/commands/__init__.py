@@ -36,6 +36,15 @@ def check_output_file(flag: str, path: str, suffixes: tuple, example: str) -> No
         raise ConfigError(None, flag, path, f"directory {parent} is not writable")
 
 
+def add_search_args(p, what: str, limit: float, default_budget: int) -> None:
+    """--budget and --seed of the evolution search a command runs instead of a sweep on spaces above ``limit``
+    designs (checked by search.runner.check_search_args, as for `sax search`)."""
+    p.add_argument("--budget", type=whole_number, default=default_budget, metavar="N",
+                   help=f"evaluations of the evolution search {what}, used instead of the sweep on spaces above "
+                        f"{limit:.0e} designs (default {default_budget:,})")
+    p.add_argument("--seed", type=whole_number, default=0, metavar="S", help="seed of that search (default 0)")
+
+
 def output_console(json_mode: bool, piped_width: int = 120) -> Console:
     """The console for tables and progress: stderr when stdout carries JSON. Piped (logs, CI), rich would assume
     80 columns and truncate the design columns, so it gets ``piped_width`` unless COLUMNS says otherwise."""

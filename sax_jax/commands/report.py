@@ -7,11 +7,11 @@ from __future__ import annotations
 import os
 import sys
 
-from . import check_output_file, output_console, print_json, whole_number
+from . import add_search_args, check_output_file, output_console, print_json, whole_number
 from .sweep import setup_compile_cache
 from ..config import load_scenario
 from ..report_data import DEFAULT_TOP, SEARCH_BUDGET, SWEEP_LIMIT
-from ..search.runner import MAX_BUDGET, MAX_SEED
+from ..search.runner import check_search_args
 from ..specs import ConfigError
 
 MAX_TOP = 1000
@@ -24,11 +24,7 @@ def check_args(args) -> None:
     if not 1 <= args.top <= MAX_TOP:
         raise ConfigError(None, "--top", args.top, f"must be a whole number in [1, {MAX_TOP}]",
                           "the number of best designs listed")
-    if not 1 <= args.budget <= MAX_BUDGET:
-        raise ConfigError(None, "--budget", args.budget, f"must be a whole number in [1, {MAX_BUDGET:,}]",
-                          f"evaluations of the search used on spaces above {SWEEP_LIMIT:.0e} designs")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(None, "--seed", args.seed, f"must be a whole number in [0, {MAX_SEED}]")
+    check_search_args("evolution", budget=args.budget, seed=args.seed)
     if args.no_sensitivity and args.vary:
         raise ConfigError(None, "--vary", args.vary[0], "conflicts with --no-sensitivity", "drop one of them")
     if len(args.vary or []) > MAX_VARIES:
@@ -86,9 +82,6 @@ def register(sub):
                    help="a sensitivity study (repeatable; as `sax sensitivity --vary`); default: the outermost "
                         "level's latency_us and bandwidth_GBps around their nominal values")
     p.add_argument("--no-sensitivity", action="store_true", help="no sensitivity studies (faster)")
-    p.add_argument("--budget", type=whole_number, default=SEARCH_BUDGET, metavar="N",
-                   help=f"evaluations of the evolution search used instead of the sweep on spaces above "
-                        f"{SWEEP_LIMIT:.0e} designs (default {SEARCH_BUDGET:,})")
-    p.add_argument("--seed", type=whole_number, default=0, metavar="S", help="seed of that search (default 0)")
+    add_search_args(p, "here and at each sensitivity value", SWEEP_LIMIT, SEARCH_BUDGET)
     p.add_argument("--json", action="store_true", help="also print the report's data as one JSON object")
     p.set_defaults(func=run)

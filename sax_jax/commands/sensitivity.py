@@ -7,12 +7,12 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from . import check_output_file, output_console, print_json, whole_number
+from . import add_search_args, check_output_file, output_console, print_json, whole_number
 from .sweep import PLOT_SUFFIXES, setup_compile_cache
 from ..config import load_scenario
 from ..cost import BREAKDOWN_KEYS
 from ..report import fmt_time
-from ..search.runner import MAX_BUDGET, MAX_SEED
+from ..search.runner import check_search_args
 from ..sensitivity import SEARCH_BUDGET, SWEEP_LIMIT, parse_vary, sensitivity
 from ..space import AXES
 from ..specs import ConfigError
@@ -124,11 +124,7 @@ def run(args) -> int:
         check_plot_path(args.plot)
     vary = parse_vary(args.vary)
     scenario = load_scenario(args.scenario)
-    if not 1 <= args.budget <= MAX_BUDGET:
-        raise ConfigError(None, "--budget", args.budget, f"must be a whole number in [1, {MAX_BUDGET:,}]",
-                          f"evaluations of the search per value on spaces above {SWEEP_LIMIT:.0e} designs")
-    if not 0 <= args.seed <= MAX_SEED:
-        raise ConfigError(None, "--seed", args.seed, f"must be a whole number in [0, {MAX_SEED}]")
+    check_search_args("evolution", budget=args.budget, seed=args.seed)
     designs = scenario.space.size * len(vary.values)
     if scenario.space.size <= SWEEP_LIMIT and designs > MAX_STUDY_DESIGNS:
         # an exhaustive study of a space this size would run for days or years, not fail: refuse up front
@@ -161,10 +157,7 @@ def register(sub):
                         "values are sorted, each swept exhaustively")
     p.add_argument("--top", type=whole_number, default=1, metavar="K",
                    help=f"designs listed at each value, 1 to {MAX_TOP} (default 1: the best)")
-    p.add_argument("--budget", type=whole_number, default=SEARCH_BUDGET, metavar="N",
-                   help=f"evaluations of the evolution search at each value, used instead of the sweep on spaces "
-                        f"above {SWEEP_LIMIT:.0e} designs (default {SEARCH_BUDGET:,})")
-    p.add_argument("--seed", type=whole_number, default=0, metavar="S", help="seed of that search (default 0)")
+    add_search_args(p, "at each value", SWEEP_LIMIT, SEARCH_BUDGET)
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--plot", default=None, metavar="PNG", help="write step time vs the value as a plot")
     p.set_defaults(func=run)
