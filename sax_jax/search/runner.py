@@ -29,7 +29,7 @@ def check_search_args(method: str, strategy: str | None = None, budget=5000, see
         return
     if isinstance(budget, bool) or not isinstance(budget, numbers.Integral) or not 1 <= budget <= MAX_BUDGET:
         raise ConfigError(None, "--budget", budget, f"must be a whole number of evaluations in [1, {MAX_BUDGET:,}]",
-                          "for a whole space use --method exhaustive or `sax sweep`")
+                          "to evaluate a whole space use `sax sweep` (or `sax search --method exhaustive`)")
     if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed <= MAX_SEED:
         raise ConfigError(None, "--seed", seed, f"must be a whole number in [0, {MAX_SEED}]")
 
