@@ -175,7 +175,8 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
         if isinstance(v, str) and name in bools:
             raise S.ConfigError(file, prefix + name, v, "must be true or false")
         if isinstance(v, str) and name not in ("name", "status", "source", "load_balancing", "loss_recovery",
-                                               "precision", "framework", "attention_kernel", "description"):
+                                               "precision", "framework", "attention_kernel", "description",
+                                               "pattern"):
             try:  # PyYAML reads 1e10 (no sign in exponent) as a string
                 kwargs[name] = float(v)
             except ValueError:
@@ -198,12 +199,13 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
     moe = data.pop("moe", None)
     mla = data.pop("mla", None)
     window = data.pop("sliding_window", None)
+    hybrid = data.pop("hybrid", None)
     data.setdefault("head_dim", None)
     if data["head_dim"] is None and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
                                         and data[k] > 0 for k in ("hidden", "heads")):
         data["head_dim"] = data["hidden"] // data["heads"]
     data.setdefault("kv_heads", data.get("heads"))
-    kwargs = _build(S.ModelSpec, data, file, exclude=("moe", "mla", "sliding_window"))
+    kwargs = _build(S.ModelSpec, data, file, exclude=("moe", "mla", "sliding_window", "hybrid"))
     if moe is not None and not isinstance(moe, dict):
         raise S.ConfigError(file, "moe", moe, "must be a mapping of MoE settings")
     moe_spec = S.MoESpec(**_whole(_build(S.MoESpec, moe, file, "moe."), "moe")) if moe else None
@@ -215,12 +217,20 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
         raise S.ConfigError(file, "sliding_window", window, "must be a mapping", "window, layers, sinks")
     window_spec = (S.SlidingWindowSpec(**_whole(_build(S.SlidingWindowSpec, window, file, "sliding_window."),
                                                 "sliding_window")) if window else None)
+    if hybrid is not None and not isinstance(hybrid, dict):
+        raise S.ConfigError(file, "hybrid", hybrid, "must be a mapping",
+                            "pattern, mamba_heads, mamba_head_dim, mamba_groups, mamba_state, mamba_conv, mamba_chunk")
+    if hybrid is not None and not isinstance(hybrid.get("pattern"), str):
+        raise S.ConfigError(file, "hybrid.pattern", hybrid.get("pattern"), "must be a string of blocks",
+                            "e.g. \"MEMEM*E\": M Mamba-2, * attention, - MLP, E MoE")
+    hybrid_spec = (S.HybridSpec(**_whole(_build(S.HybridSpec, hybrid, file, "hybrid."), "hybrid"))
+                   if hybrid else None)
     for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
         v = kwargs.get(k)
         if not (isinstance(v, (int, float)) and float(v).is_integer()):
             raise S.ConfigError(file, k, v, "must be a whole number")
         kwargs[k] = int(v)
-    spec = S.ModelSpec(moe=moe_spec, mla=mla_spec, sliding_window=window_spec, **kwargs)
+    spec = S.ModelSpec(moe=moe_spec, mla=mla_spec, sliding_window=window_spec, hybrid=hybrid_spec, **kwargs)
     spec.validate(file)
     return spec
 

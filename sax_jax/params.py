@@ -85,6 +85,19 @@ class ModelP(NamedTuple):
     v_head_dim: jnp.ndarray  # per-head width of the PV product
     window: jnp.ndarray  # keys a query of a sliding-window layer sees (0: no windowed layers)
     window_fraction: jnp.ndarray  # fraction of the layers with windowed attention
+    # blocks (specs.HybridSpec): share of the layers with attention / an MLP or MoE / a Mamba-2 mixer; a
+    # transformer has (1, 1, 0)
+    attn_fraction: jnp.ndarray
+    mlp_fraction: jnp.ndarray
+    mamba_fraction: jnp.ndarray
+    mamba_inner: jnp.ndarray  # d_in = mamba heads x head dim (0 without Mamba blocks)
+    mamba_heads: jnp.ndarray
+    mamba_gn: jnp.ndarray  # B and C width: groups x state
+    mamba_state: jnp.ndarray
+    mamba_conv: jnp.ndarray
+    mamba_chunk: jnp.ndarray
+    shared_ffn: jnp.ndarray  # width of each shared expert
+    moe_latent: jnp.ndarray  # LatentMoE width of the routed experts (0: hidden)
 
 
 class GpuP(NamedTuple):
@@ -189,7 +202,18 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
         locality=moe.locality if moe else 0.0, **_mla_values(m),
         window=m.sliding_window.window if m.sliding_window else 0,
-        window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0)
+        window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0,
+        **_block_values(m))
+
+
+def _block_values(m: ModelSpec) -> dict:
+    attn, mlp, mamba = m.block_fractions()
+    hy, moe = m.hybrid, m.moe
+    return dict(attn_fraction=attn, mlp_fraction=mlp, mamba_fraction=mamba,
+                mamba_inner=hy.inner if hy else 0, mamba_heads=hy.mamba_heads if hy else 0,
+                mamba_gn=hy.mamba_groups * hy.mamba_state if hy else 0, mamba_state=hy.mamba_state if hy else 0,
+                mamba_conv=hy.mamba_conv if hy else 0, mamba_chunk=hy.mamba_chunk if hy else 1,
+                shared_ffn=moe.shared_ffn if moe else 0, moe_latent=moe.latent_size if moe else 0)
 
 
 def _mla_values(m: ModelSpec) -> dict:

@@ -152,7 +152,17 @@ RANGES = {
 # Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers, LoRA), validated like RANGES and
 # documented in README's "Input ranges" table like them (tests/test_config.py).
 ARCH_RANGES = {
-    "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers")},
+    "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers"),
+            "shared_expert_ffn": Range(0, 10_000_000, True, why="width of each shared expert (0: expert_ffn)"),
+            "latent_size": Range(0, 1_000_000, True, why="LatentMoE: width the routed experts work in (0: hidden)")},
+    "hybrid": {
+        "mamba_heads": Range(1, 100_000, True, why="Mamba-2 heads"),
+        "mamba_head_dim": Range(1, 100_000, True, why="channels per Mamba-2 head"),
+        "mamba_groups": Range(1, 100_000, True, why="Mamba-2 B/C groups (n_groups)"),
+        "mamba_state": Range(1, 100_000, True, why="SSM state size per group (ssm_state_size)"),
+        "mamba_conv": Range(1, 1_000, True, why="causal conv1d kernel width"),
+        "mamba_chunk": Range(1, 1_000_000, True, why="SSD chunk length"),
+    },
     "mla": {
         "q_lora_rank": Range(0, 1_000_000, True, why="query latent width (0: no query compression)"),
         "kv_lora_rank": Range(1, 1_000_000, True, why="key/value latent width"),
@@ -204,6 +214,17 @@ class MoESpec:
     # leading dense layers before the first MoE layer (DeepSeek-V3 config.json first_k_dense_replace = 3,
     # Kimi-K2 1): they run the dense `ffn` MLP; MoE layers are every layer_interval-th of the rest
     first_dense_layers: int = 0
+    # width of each shared expert when it differs from expert_ffn (Nemotron-3: moe_shared_expert_intermediate_size
+    # 3712 = 2 x 1856); 0: expert_ffn
+    shared_expert_ffn: int = 0
+    # LatentMoE (Nemotron-3 Super, config.json moe_latent_size 1024): the router's tokens are projected from hidden
+    # down to latent_size, dispatched, run through routed experts of width latent_size -> expert_ffn -> latent_size,
+    # combined and projected back up; the shared expert stays at hidden width. 0: no latent projection
+    latent_size: int = 0
+
+    @property
+    def shared_ffn(self) -> int:
+        return self.shared_expert_ffn or self.expert_ffn
 
     def validate(self, file=None):
         _ranges(self, "moe", "moe.", file)
@@ -268,6 +289,49 @@ class SlidingWindowSpec:
 
 
 @dataclasses.dataclass(frozen=True)
+class HybridSpec:
+    """Hybrid Mamba-2 / attention / MLP blocks (Nemotron-H, arXiv 2504.03624; Nemotron-3, arXiv 2512.20848), as
+    Megatron-Core's hybrid_override_pattern lays them out: one character per block, `M` a Mamba-2 mixer, `*` a
+    self-attention block, `-` a dense MLP block, `E` a MoE block. `layers` counts blocks, not transformer layers:
+    each block is one sub-layer (a norm, one mixer or MLP, a residual add). Mamba-2 (Dao & Gu 2024, "Transformers
+    are SSMs", section 7 / mamba_ssm Mamba2): in_proj h -> [z, x, B, C, dt] of widths (d_in, d_in, G N, G N, heads)
+    with d_in = mamba_heads x mamba_head_dim, a causal conv1d of width mamba_conv over [x, B, C], the SSD scan in
+    chunks of mamba_chunk tokens, a gated RMSNorm, out_proj d_in -> h."""
+    pattern: str
+    mamba_heads: int
+    mamba_head_dim: int
+    mamba_groups: int
+    mamba_state: int
+    mamba_conv: int = 4
+    mamba_chunk: int = 128
+
+    def validate(self, file=None):
+        _ranges(self, "hybrid", "hybrid.", file)
+        bad = sorted(set(self.pattern) - set(HYBRID_BLOCKS))
+        _check(isinstance(self.pattern, str) and self.pattern != "" and not bad, "hybrid.pattern", self.pattern,
+               f"must be a non-empty string of {', '.join(repr(c) for c in HYBRID_BLOCKS)}"
+               + (f" (found {bad[0]!r})" if bad else ""),
+               "Megatron-Core hybrid_override_pattern: M Mamba-2, * attention, - MLP, E MoE", file=file)
+
+    def count(self, kind: str) -> int:
+        return self.pattern.count(kind)
+
+    @property
+    def inner(self) -> int:
+        return self.mamba_heads * self.mamba_head_dim
+
+    def mamba_params(self, hidden: int) -> float:
+        """in_proj + conv1d (weights and bias) + A, D, dt_bias per head + gated norm + out_proj + the block norm."""
+        gn = self.mamba_groups * self.mamba_state
+        in_proj = hidden * (2 * self.inner + 2 * gn + self.mamba_heads)
+        conv = (self.inner + 2 * gn) * (self.mamba_conv + 1)
+        return in_proj + conv + 3 * self.mamba_heads + self.inner + self.inner * hidden + hidden
+
+
+HYBRID_BLOCKS = ("M", "*", "-", "E")
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelSpec:
     name: str
     layers: int
@@ -287,6 +351,7 @@ class ModelSpec:
     source: str = ""
     mla: MLASpec | None = None  # multi-head latent attention instead of GQA (heads, kv_heads, head_dim unused)
     sliding_window: SlidingWindowSpec | None = None  # local attention in some layers
+    hybrid: HybridSpec | None = None  # Mamba-2 / attention / MLP / MoE blocks instead of transformer layers
 
     def validate(self, file=None):
         _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
@@ -304,12 +369,33 @@ class ModelSpec:
             self.sliding_window.validate(file)
             _check(self.sliding_window.layers <= self.layers, "sliding_window.layers", self.sliding_window.layers,
                    f"cannot exceed layers={self.layers}", "count the layers whose attention is windowed", file=file)
+        if self.hybrid is not None:
+            self.hybrid.validate(file)
+            _check(len(self.hybrid.pattern) == self.layers, "hybrid.pattern", self.hybrid.pattern,
+                   f"has {len(self.hybrid.pattern)} blocks but layers={self.layers}",
+                   "layers counts the blocks of a hybrid model", file=file)
+            _check((self.hybrid.count("E") > 0) == (self.moe is not None), "hybrid.pattern", self.hybrid.pattern,
+                   "has MoE blocks ('E') but no moe: section" if self.moe is None
+                   else "has no MoE block ('E') but the model has a moe: section", file=file)
+            _check(self.mla is None and self.sliding_window is None, "hybrid.pattern", self.hybrid.pattern,
+                   "cannot be combined with mla or sliding_window", "the hybrid model has plain GQA attention",
+                   file=file)
 
     @property
     def n_moe_layers(self) -> int:
         if self.moe is None:
             return 0
+        if self.hybrid is not None:
+            return self.hybrid.count("E")
         return (self.layers - self.moe.first_dense_layers) // self.moe.layer_interval
+
+    def block_fractions(self) -> tuple:
+        """(attention, mlp or moe, mamba) share of the layers: (1, 1, 0) for a transformer, whose every layer has
+        attention and an MLP; a hybrid model's blocks have one each."""
+        if self.hybrid is None:
+            return 1.0, 1.0, 0.0
+        n, c = self.layers, self.hybrid.count
+        return c("*") / n, (c("-") + c("E")) / n, c("M") / n
 
     def attention_params(self) -> float:
         h, d = self.hidden, self.head_dim
@@ -324,17 +410,29 @@ class ModelSpec:
         mats = 3 if self.gated_mlp else 2
         if moe_layer and self.moe is not None:
             routed = self.moe.top_k if active else self.moe.experts
-            mlp = (routed + self.moe.shared_experts) * mats * h * self.moe.expert_ffn
-            mlp += h * self.moe.experts  # router
+            width = self.moe.latent_size or h
+            mlp = routed * mats * width * self.moe.expert_ffn + self.moe.shared_experts * mats * h * self.moe.shared_ffn
+            mlp += h * self.moe.experts + 2 * h * self.moe.latent_size  # router, latent down/up projections
         else:
             mlp = mats * h * self.ffn
         return attn + mlp + 2 * h  # two norms
+
+    def _hybrid_params(self, active: bool) -> float:
+        """Blocks of a hybrid model: each a norm plus one mixer, MLP or MoE."""
+        hy, h = self.hybrid, self.hidden
+        mats = 3 if self.gated_mlp else 2
+        per = {"M": hy.mamba_params(h), "*": self.attention_params() + h, "-": mats * h * self.ffn + h}
+        if self.moe is not None:
+            per["E"] = self.params_per_layer(True, active) - self.attention_params() - h
+        return sum(hy.count(k) * v for k, v in per.items())
 
     @property
     def n_active_params(self) -> float:
         """Parameters one token uses (embeddings included), the MoE papers' "activated" count."""
         n_moe = self.n_moe_layers
         emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        if self.hybrid is not None:
+            return self._hybrid_params(active=True) + emb
         return ((self.layers - n_moe) * self.params_per_layer(False)
                 + n_moe * self.params_per_layer(True, active=True) + emb)
 
@@ -342,6 +440,8 @@ class ModelSpec:
     def n_params(self) -> float:
         n_moe = self.n_moe_layers
         emb = self.vocab * self.hidden * (1 if self.tied_embeddings else 2)
+        if self.hybrid is not None:
+            return self._hybrid_params(active=False) + emb
         return ((self.layers - n_moe) * self.params_per_layer(False)
                 + n_moe * self.params_per_layer(True) + emb)
 

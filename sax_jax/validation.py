@@ -62,7 +62,6 @@ PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-bloc
 # `features` of a run (configs/validation/data/import_shared.py) the model cannot represent: the run is reported
 # as unsupported with this reason, never silently dropped and never scored.
 UNSUPPORTED_FEATURES = {
-    "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (Nemotron-3): the model has transformer layers only",
     "shape-unknown": "model shape not published or not verified (data gap): nothing to evaluate",
 }
 # `features` whose widths the CSV columns do not carry: the row's model must have a bundled model file
@@ -71,7 +70,12 @@ MODEL_FILE_FEATURES = {
     "mla": "multi-head latent attention widths (mla.*: q_lora_rank, kv_lora_rank, qk_nope/rope_head_dim, "
            "v_head_dim)",
     "sliding-window": "sliding-window attention (sliding_window.window, .layers, .sinks)",
+    "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (hybrid.pattern, Mamba-2 widths; moe.shared_expert_ffn, "
+                    "moe.latent_size)",
 }
+# a multi-token-prediction layer the run trains but the model file does not carry (Nemotron-3 Super/Lightning)
+MTP_APPROXIMATION = ("the run trains one multi-token-prediction layer (an attention and a MoE block and a second "
+                     "output layer) that the model leaves out")
 # Row columns that must equal the model file's fields (column -> ModelSpec / MoESpec attribute path)
 MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "kv_heads": "kv_heads",
                      "head_dim": "head_dim", "ffn": "ffn", "vocab": "vocab",
@@ -341,6 +345,13 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     approx = [APPROXIMATED_FEATURES[f] for f in feats if f in APPROXIMATED_FEATURES]
     profile = profiles.get(ds, GENERIC_PROFILE)
     filled: list = []
+    if "hybrid-mamba" in feats:
+        if "MTP layer" in row.get("notes", ""):
+            approx.append(MTP_APPROXIMATION)
+        if row.get("ffn", "") == "":
+            # a hybrid model without dense MLP blocks has no dense ffn; the model file's placeholder is unused
+            row = {**row, "ffn": str(_model_file(row, feats, file, n, rid, ds).ffn)}
+            filled.append(f"ffn={row['ffn']} (hybrid model without dense MLP blocks: unused)")
     prec = row.get("precision", "").lower()
     if prec in PRECISION_ALIASES:
         row = {**row, "precision": PRECISION_ALIASES[prec]}
@@ -486,14 +497,8 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
     """The row's model with the architecture its `features` name taken from configs/models/<model>.yaml (the CSV
     has no columns for them); a missing file makes the run unsupported, a shape column that disagrees with the
     file is a bad row."""
-    from .config import load_model
-    name = row.get("model", "")
-    path = os.path.join(CONFIGS, "models", f"{name}.yaml")
-    if not name or not os.path.exists(path):
-        raise Unsupported(file, n, rid, ds or "(none)", "; ".join(
-            f"{MODEL_FILE_FEATURES[f]} come from the bundled model file configs/models/{name or '<model>'}.yaml, "
-            "which does not exist" for f in features))
-    spec = load_model(path)
+    spec = _model_file(row, features, file, n, rid, ds)
+    path = os.path.join(CONFIGS, "models", f"{row['model']}.yaml")
     for col, attr in MODEL_FILE_CHECKS.items():
         cell = row.get(col, "")
         if cell == "":
@@ -504,7 +509,21 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
         got = x.get(col, x.get(col)) if col in x else int(float(cell))
         if obj is None or int(got) != int(obj):
             raise CaseError(file, n, col, cell, f"disagrees with {os.path.relpath(path, CONFIGS)} ({attr} = {obj})")
-    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window)
+    # a hybrid model's MoE blocks carry widths the CSV has no columns for (shared-expert width, LatentMoE)
+    moe = spec.moe if spec.hybrid is not None else model.moe
+    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window, hybrid=spec.hybrid, moe=moe)
+
+
+def _model_file(row, features, file, n, rid, ds) -> S.ModelSpec:
+    """configs/models/<model>.yaml of the row (Unsupported, naming what it would give, when there is none)."""
+    from .config import load_model
+    name = row.get("model", "")
+    path = os.path.join(CONFIGS, "models", f"{name}.yaml")
+    if not name or not os.path.exists(path):
+        raise Unsupported(file, n, rid, ds or "(none)", "; ".join(
+            f"{MODEL_FILE_FEATURES[f]} come from the bundled model file configs/models/{name or '<model>'}.yaml, "
+            "which does not exist" for f in features if f in MODEL_FILE_FEATURES))
+    return load_model(path)
 
 
 _FRAMEWORKS: dict = {}

@@ -79,13 +79,36 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
                     2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d))
     proj = jnp.where(mla, 2.0 * bs * (model.heads * model.v_head_dim) * h, 2.0 * bs * (model.heads * d) * h)
     dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
-    expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance + model.shared_experts)
-    mlp = (1.0 - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
+    # routed experts work in the LatentMoE width when there is one, shared experts at hidden width with their own
+    # ffn (both ratios are exactly 1 for a plain MoE); LatentMoE adds the down and up projections h <-> latent
+    has_e = model.expert_ffn > 0
+    routed_w = jnp.where(model.moe_latent > 0, model.moe_latent / h, 1.0)
+    shared_w = jnp.where(has_e, model.shared_ffn / jnp.where(has_e, model.expert_ffn, 1.0), 1.0)
+    expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance * routed_w
+                                                                     + model.shared_experts * shared_w) \
+        + 2.0 * bs * 2.0 * h * model.moe_latent
+    # a transformer layer always has an MLP (mlp_fraction 1); hybrid blocks have one in mlp_fraction of them
+    mlp = (model.mlp_fraction - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
     attn_full = full_attention_flops(mb, seq, model)
     # sliding-window layers: fraction window_fraction of the layers do window_keys_ratio of the full work
     wf = model.window_fraction
     attn = jnp.where(model.window > 0, attn_full * (1.0 - wf + wf * window_keys_ratio(seq, model)), attn_full)
-    return qkv, proj, mlp, attn
+    af = model.attn_fraction  # hybrid models: the share of blocks that are attention blocks
+    return af * qkv, af * proj, mlp, af * attn
+
+
+def mamba_flops(mb, seq, model):
+    """(GEMM, SSD scan) forward FLOPs of the Mamba-2 mixers, per layer averaged over the blocks (0 without them).
+    GEMMs: in_proj h -> 2 d_in + 2 G N + heads and out_proj d_in -> h (Dao & Gu 2024, Mamba-2 block, fig. 6).
+    SSD, chunked (Dao & Gu 2024, section 6, "SSD algorithm" with chunk length Q): per token, the intra-chunk
+    C B^T scores Q x N per group, the scores times X Q x P per head, and the chunk states in and out N x P per
+    head twice: 2 (Q G N + Q d_in + 2 d_in N) FLOPs; the inter-chunk recurrence over s/Q states is negligible."""
+    bs = mb * seq
+    d_in, gn = model.mamba_inner, model.mamba_gn
+    gemm = 2.0 * bs * model.hidden * (2.0 * d_in + 2.0 * gn + model.mamba_heads) + 2.0 * bs * d_in * model.hidden
+    q = model.mamba_chunk
+    scan = 2.0 * bs * (q * gn + q * d_in + 2.0 * d_in * model.mamba_state)
+    return model.mamba_fraction * gemm, model.mamba_fraction * scan
 
 
 def full_attention_flops(mb, seq, model):
@@ -116,8 +139,9 @@ def replicated_qkv_flops(mb, seq, model):
 def model_flops_per_sequence(seq, model):
     """Training FLOPs of one sequence (3x forward, no recompute, full attention as Megatron counts)."""
     qkv, proj, mlp, attn = layer_flops(1.0, seq, model, model.moe_fraction, imbalance=1.0)
+    m_gemm, m_scan = mamba_flops(1.0, seq, model)
     logits = 2.0 * seq * model.hidden * model.vocab
-    return 3.0 * (model.layers * (qkv + proj + mlp + attn) + logits)
+    return 3.0 * (model.layers * (qkv + proj + mlp + attn + m_gemm + m_scan) + logits)
 
 
 class LayerTimes(NamedTuple):
@@ -165,8 +189,19 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
-    elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden / sp_split
-                           + ELEMENTWISE_BYTES_PER_F * model.ffn * model.mlp_mats / 2.0 / t)
+    # the norms and residual adds are per sub-layer: two in a transformer layer, one in a hybrid block
+    sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
+    elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
+                           + ELEMENTWISE_BYTES_PER_F * activated_ffn(model) * model.mlp_mats / 2.0 / t)
+    # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
+    # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
+    # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
+    # backward does 2.5x the forward like flash attention's; plus the memory-bound conv1d and gated norm
+    m_gemm, m_scan = mamba_flops(mbs, seq, model)
+    mamba_f = gt(m_gemm) + jnp.where(m_scan > 0, m_scan / split / (g.peak_flops_16bit * attention_efficiency(
+        model.mamba_chunk, g.attention_max, g.attention_half_seq)), 0.0)
+    mamba_bytes = model.mamba_fraction * tokens * mamba_bytes_per_token(model) / t
+    mamba_elem_f = mamba_bytes / mem_bw
     softmax_bytes = SOFTMAX_BYTES_PER_SCORE * scores
     elem_f = elem_bytes / mem_bw
     softmax_f = softmax_bytes / mem_bw
@@ -179,11 +214,38 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
                             g.gemm_max, g.gemm_half_flops)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
-    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f
+    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f
+    m_gemm_f = gt(m_gemm)
+    mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
-        + 2.0 * adapter_f
-    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f, attn_fwd_s=attn_f,
-                      weight_grad_s=linear_f * trained + adapter_f, recompute_selective_s=attn_f)
+        + 2.0 * adapter_f + mamba_b
+    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f + m_gemm_f, attn_fwd_s=attn_f,
+                      weight_grad_s=(linear_f + m_gemm_f) * trained + adapter_f, recompute_selective_s=attn_f)
+
+
+def activated_ffn(model, imbalance=None):
+    """MLP hidden width one token activates per layer (averaged over the layers): the dense ffn in dense layers,
+    top_k routed experts (x the busiest GPU's imbalance) plus the shared ones in MoE layers. The MoE model files
+    used to set ffn to expert_ffn, which counted one expert's activation for top_k of them."""
+    imbalance = model.imbalance if imbalance is None else imbalance
+    moe_w = model.moe_fraction
+    return (model.mlp_fraction - moe_w) * model.ffn + moe_w * (model.top_k * imbalance * model.expert_ffn
+                                                               + model.shared_experts * model.shared_ffn)
+
+
+# Mamba-2 memory-bound traffic per token, in units of the widths (mamba_ssm / Megatron-Core MambaMixer): the
+# causal conv1d reads and writes [x, B, C] (16-bit: 4 bytes per element), the gated RMSNorm reads y and z and
+# writes its output (6 bytes per d_in element), and the SSD kernels write and read the fp32 chunk states, heads
+# x P x N per chunk of Q tokens (8 d_in N / Q bytes per token)
+MAMBA_CONV_BYTES = 4.0
+MAMBA_NORM_BYTES = 6.0
+MAMBA_STATE_BYTES = 8.0
+
+
+def mamba_bytes_per_token(model):
+    d_in = model.mamba_inner
+    return (MAMBA_CONV_BYTES * (d_in + 2.0 * model.mamba_gn) + MAMBA_NORM_BYTES * d_in
+            + MAMBA_STATE_BYTES * d_in * model.mamba_state / model.mamba_chunk)
 
 
 def logits_times(tp, cp, mbs, seq, model, g):

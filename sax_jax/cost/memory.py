@@ -24,6 +24,7 @@ MHA, f = 4h, SP: 34 sbh/t -> 29 sbh/t.
 import jax.numpy as jnp
 
 from ..space import Recompute, Schedule, Sharding, full_recompute_share
+from .compute import activated_ffn
 
 
 def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0):
@@ -43,9 +44,11 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
     proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * jnp.where(mla, model.v_head_dim,
                                                                                           model.head_dim)
-    # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes)
-    mlp_hidden = s * b * model.ffn * (2.0 * (model.mlp_mats - 1.0) + gin)
-    tp_part = (qkv + proj_in + mlp_hidden) / tp
+    # fc1 output ((mats - 1) f wide, 16-bit, the activation's backward input) and fc2 input (f wide, gin bytes),
+    # f the width a token activates (MoE: its top_k experts and the shared ones)
+    mlp_hidden = s * b * activated_ffn(model) * (2.0 * (model.mlp_mats - 1.0) + gin)
+    af = model.attn_fraction  # hybrid models: attention in this share of the blocks
+    tp_part = (af * (qkv + proj_in) + mlp_hidden) / tp
     # MLA's compressed latents [c_Q, c_KV, k_rope]: the latent norms' 16-bit inputs and the up projections'
     # gin-byte inputs, on every TP rank (Megatron-Core gathers them over the sequence before the up projections)
     tp_part = tp_part + jnp.where(mla, (2.0 + gin) * s * b * model.mla_latent, 0.0)
@@ -54,10 +57,23 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     # selective recompute drops the scores; with half the layers are stored whole, scores included
     scores = jnp.where((train.flash > 0) | (recompute == Recompute.SELECTIVE) | (recompute == Recompute.FULL), 0.0,
                        scores)
-    none_or_sel = sp_part + tp_part + scores
+    # hybrid blocks: one norm input and one linear input per block instead of two per transformer layer, and the
+    # Mamba-2 mixers' own activations
+    sublayers = (af + model.mlp_fraction + model.mamba_fraction) / 2.0
+    none_or_sel = sp_part * sublayers + tp_part + af * scores + mamba_activation_bytes(s, b, tp, model, gin)
     full = 2.0 * sbh / sp_div
     share = full_recompute_share(recompute)  # the mean over the stage's layers
     return share * full + (1.0 - share) * none_or_sel
+
+
+def mamba_activation_bytes(s, b, tp, model, gin):
+    """Stored activations of the Mamba-2 mixers per layer (averaged over the blocks; Megatron-Core MambaMixer with
+    the mamba_ssm kernels): in_proj output [z, x, B, C, dt] and conv1d output [x, B, C] 16-bit, the scan output y
+    16-bit, out_proj input gin bytes, and the fp32 chunk states (d_in N / Q per token); all split over TP (heads)."""
+    d_in, gn = model.mamba_inner, model.mamba_gn
+    per_token = (2.0 * (2.0 * d_in + 2.0 * gn + model.mamba_heads) + 2.0 * (d_in + 2.0 * gn) + 2.0 * d_in
+                 + gin * d_in + 4.0 * d_in * model.mamba_state / model.mamba_chunk)
+    return model.mamba_fraction * s * b * per_token / tp
 
 
 def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
@@ -82,9 +98,17 @@ def params_per_gpu(tp, pp, ep, model, layers_stage):
                      model.mla_up + model.heads * model.v_head_dim * h + model.mla_rep_params * tp + 2.0 * h,
                      h * (model.heads * d + 2.0 * model.kv_heads * d) + model.heads * d * h + 2.0 * h)
     dense_mlp = model.mlp_mats * h * model.ffn
-    expert_mlp = model.mlp_mats * h * model.expert_ffn
-    dense = layers_stage * (attn + (1.0 - model.moe_fraction) * dense_mlp
-                            + model.moe_fraction * model.shared_experts * expert_mlp) / tp
+    # routed experts in the LatentMoE width (exactly h without one), shared experts at h with their own width
+    routed_w = jnp.where(model.moe_latent > 0, model.moe_latent, h)
+    expert_mlp = model.mlp_mats * routed_w * model.expert_ffn
+    shared_mlp = model.mlp_mats * h * model.shared_ffn
+    # hybrid blocks (specs.HybridSpec): attention in attn_fraction of them, Mamba-2 mixers in mamba_fraction
+    d_in, gn = model.mamba_inner, model.mamba_gn
+    mamba = (h * (2.0 * d_in + 2.0 * gn + model.mamba_heads) + (d_in + 2.0 * gn) * (model.mamba_conv + 1.0)
+             + 3.0 * model.mamba_heads + d_in + d_in * h + h)
+    dense = layers_stage * (model.attn_fraction * attn + (model.mlp_fraction - model.moe_fraction) * dense_mlp
+                            + model.moe_fraction * (model.shared_experts * shared_mlp + 2.0 * h * model.moe_latent)
+                            + model.mamba_fraction * mamba) / tp
     experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (tp * ep)
     # input embedding on the first stage; with one stage the output layer too unless tied
     emb = model.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - model.tied)

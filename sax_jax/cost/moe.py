@@ -17,7 +17,9 @@ BWD_ALLTOALLS = 4.0
 
 
 def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
-    return tokens_per_gpu * model.hidden * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
+    # LatentMoE dispatches the tokens after their down projection: latent-wide rows instead of hidden-wide
+    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
+    return tokens_per_gpu * width * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
 
 
 def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):

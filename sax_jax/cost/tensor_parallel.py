@@ -28,6 +28,9 @@ def tp_term(ctx, d, train, gpu, model):
     """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
     k = ctx.tp.participants
     mla_sp = (model.mla > 0) & (train.seq_parallel > 0)
+    # one all-reduce equivalent per sub-layer (a transformer layer has two; a hybrid block, Mamba-2 mixers
+    # included, one: Megatron-Core's MambaMixer is column-parallel in, row-parallel out like attention)
+    sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
     act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
     allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.alpha_s, ctx.bw_Bps)
     sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
@@ -35,9 +38,9 @@ def tp_term(ctx, d, train, gpu, model):
     # backward's re-gather is one all-gather per linear pair
     fwd_calls = FWD_ALLREDUCES * (1.0 + sp_allreduces)
     bwd_calls = BWD_ALLREDUCES * (1.0 + sp_allreduces) + 2.0 * sp_allreduces
-    fwd_volume_s = FWD_ALLREDUCES * allreduce_s + coll.launch_s(k, fwd_calls)
+    fwd_volume_s = (FWD_ALLREDUCES * allreduce_s + coll.launch_s(k, fwd_calls)) * sublayers
     bwd_volume_s = (BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
-                    + coll.launch_s(k, bwd_calls))
+                    + coll.launch_s(k, bwd_calls)) * sublayers
     # --tp-comm-overlap hides the collectives under the neighbouring GEMMs (forward: one pass of them,
     # backward: two). Its mechanism (Transformer Engine's userbuffers: GEMM chunks that read and write peer
     # memory over NVLink, Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink
@@ -51,6 +54,6 @@ def tp_term(ctx, d, train, gpu, model):
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     allreduces = FWD_ALLREDUCES * (1.0 + full) + BWD_ALLREDUCES + sp_allreduces
-    per_gpu = allreduces * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, act_bytes))
+    per_gpu = allreduces * sublayers * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, act_bytes))
     cross = ctx.microbatches * ctx.layers_stage * per_gpu * train.n_gpus
     return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s
