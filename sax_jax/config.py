@@ -447,6 +447,10 @@ def load_scenario(path: str) -> Scenario:
     if not isinstance(data["training"], dict):
         raise S.ConfigError(path, "training", data["training"], "must be a mapping of training settings",
                             "e.g. training: {global_batch_sequences: 2048, seq_len: 8192}")
+    rm = data["training"].get("recompute_modules")
+    if rm is not None and not (isinstance(rm, list) and all(isinstance(m, str) for m in rm)):
+        raise S.ConfigError(path, "training.recompute_modules", rm, "must be a list of module names",
+                            f"e.g. [core_attn, moe_act]; modules: {', '.join(S.RECOMPUTE_MODULES)}")
     tkw = _whole(_build(S.Training, data["training"], path, "training."), "training")
     tkw["framework"] = load_framework(tkw.get("framework", "megatron-te"), path)
     training = S.Training(**tkw)

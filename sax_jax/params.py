@@ -167,6 +167,18 @@ class TrainP(NamedTuple):
     checkpoint_write_s: jnp.ndarray | float = 0.0
     restart_s: jnp.ndarray | float = 0.0
     checkpoint_interval_s: jnp.ndarray | float = 0.0  # 0: the Daly optimum
+    # recompute "selective": 1 for each module it recomputes (specs.Training.recompute_modules)
+    rc_core_attn: jnp.ndarray | float = 1.0
+    rc_mlp: jnp.ndarray | float = 0.0
+    rc_moe: jnp.ndarray | float = 0.0
+    rc_moe_act: jnp.ndarray | float = 0.0
+    rc_shared: jnp.ndarray | float = 0.0
+    rc_norm: jnp.ndarray | float = 0.0
+    rc_mla_up: jnp.ndarray | float = 0.0
+    bf16_start: jnp.ndarray | float = 0.0  # layers kept at 16-bit in a low-precision run (first / last)
+    bf16_end: jnp.ndarray | float = 0.0
+    mtp_layers: jnp.ndarray | float = 0.0
+    ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
 
 
 class Params(NamedTuple):
@@ -297,7 +309,15 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,
         lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank,
         gpu_fail_per_s=t.gpu_failures_per_gpu_hour / 3600.0, checkpoint_write_s=t.checkpoint_write_s,
-        restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s)
+        restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
+        **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
+        bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
+        ep_overlap=1 if t.ep_overlap else 0)
+
+
+# TrainP flag -> Training.recompute_modules entry
+RC_FIELDS = {"core_attn": "core_attn", "mlp": "mlp", "moe": "moe", "moe_act": "moe_act", "shared": "shared_experts",
+             "norm": "layernorm", "mla_up": "mla_up_proj"}
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:

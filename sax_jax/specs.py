@@ -170,7 +170,10 @@ ARCH_RANGES = {
         "qk_rope_head_dim": Range(0, 100_000, True, why="per-head decoupled RoPE query/key width"),
         "v_head_dim": Range(1, 100_000, True, why="per-head value width"),
     },
-    "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)")},
+    "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)"),
+                 "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
+                 "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
+                 "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained")},
     "sliding_window": {
         "window": Range(1, 100_000_000, True, why="keys a query of a windowed layer attends to"),
         "layers": Range(1, 10_000, True, why="how many of the layers use the window"),
@@ -186,7 +189,7 @@ def ranges_of(kind: str) -> dict:
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
-               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss"),
+               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap"),
                "transport": ("survives_link_failure",)}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
@@ -646,6 +649,9 @@ class Framework:
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)
 
 
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj")
+
+
 @dataclasses.dataclass(frozen=True)
 class Training:
     global_batch_sequences: int
@@ -674,13 +680,33 @@ class Training:
     # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA
     # target_modules default: linear_qkv, linear_proj, linear_fc1, linear_fc2). 0: every weight trains.
     lora_rank: int = 0
+    # What recompute "selective" recomputes (Megatron-Core --recompute-modules; its default core_attn): core_attn
+    # the attention core, mlp the dense MLP layers, moe the MoE layers' experts, moe_act the experts' activation
+    # function, shared_experts the shared experts, layernorm the norms, mla_up_proj MLA's up projections.
+    recompute_modules: tuple = ("core_attn",)
+    # Low-precision recipes that keep the first / last layers' GEMMs in BF16 (Megatron-Bridge MixedPrecisionConfig
+    # first_last_layers_bf16 with num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16; e.g. Nemotron 3 Super's
+    # NVFP4 recipe keeps the last 14 of 88 layers in BF16)
+    bf16_layers_start: int = 0
+    bf16_layers_end: int = 0
+    # Multi-token prediction modules trained beside the model (DeepSeek-V3, arXiv 2412.19437, section 2.2;
+    # Megatron-Core --mtp-num-layers): each one more layer and one more output layer + loss on the last stage
+    mtp_layers: int = 0
+    # Megatron-Core --overlap-moe-expert-parallel-comm: the MoE all-to-alls of one microbatch run beside the
+    # computation of another (the 1F1B steady state's merged forward/backward), as DeepSeek-V3's DualPipe overlaps
+    # them (arXiv 2412.19437, section 3.2.1)
+    ep_overlap: bool = False
 
     def __post_init__(self):
         if self.framework is None:
             object.__setattr__(self, "framework", Framework())
+        object.__setattr__(self, "recompute_modules", tuple(self.recompute_modules))
 
     def validate(self, file=None):
         _ranges(self, "training", "training.", file)
+        bad = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
+        _check(not bad, "training.recompute_modules", bad[0] if bad else None, "unknown module",
+               f"use any of {', '.join(RECOMPUTE_MODULES)}", file=file)
         self.framework.validate(file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)

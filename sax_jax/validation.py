@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import glob
 import hashlib
 import math
@@ -362,6 +363,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     x = {c: _value(row, c, file, n, profile, filled) for c in EXTRA_COLUMNS
          if c in INT_COLUMNS and row.get(c, "") != ""}
     x.update({c: _count(row, c, file, n) for c in COUNT_COLUMNS})
+    recipe_training = _apply_recipe(RECIPES().get(rid), row, v, filled, approx)
     if v["metric"] not in METRICS:
         raise CaseError(file, n, "metric", v["metric"], f"unknown metric; use one of {', '.join(METRICS)}")
     if v["recompute"] not in ("none", "selective", "full", "half"):
@@ -439,7 +441,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
-                          lora_rank=lora_rank,
+                          lora_rank=lora_rank, **recipe_training,
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(profile.get("framework", "megatron-te"), file))
@@ -527,6 +529,56 @@ def _model_file(row, features, file, n, rid, ds) -> S.ModelSpec:
 
 
 _FRAMEWORKS: dict = {}
+RECIPES_CSV = os.path.join(CONFIGS, "validation", "recipes", "recipes.csv")
+
+
+@functools.lru_cache(maxsize=1)
+def RECIPES() -> dict:
+    """configs/validation/recipes/recipes.csv: per Megatron-Bridge row, the settings of the benchmark recipe that
+    produced it (read from the recipe code at the release's tag; recipes.md says how)."""
+    if not os.path.exists(RECIPES_CSV):
+        return {}
+    with open(RECIPES_CSV, newline="") as fh:
+        return {r["id"]: r for r in csv.DictReader(fh)}
+
+
+def _apply_recipe(recipe, row, v, filled, approx) -> dict:
+    """The recipe's recompute, BF16 layers, MTP and EP overlap for a row whose table does not give them (the
+    table's own values win); returns the Training fields. Each setting is reported with the recipe it came from."""
+    if recipe is None:
+        return {}
+    src = recipe["recipe"]
+    out: dict = {}
+    if row.get("recompute", "") == "":
+        gran = recipe["recompute_granularity"]
+        mods = tuple(m for m in recipe["recompute_modules"].split(";") if m)
+        # Megatron-Core: granularity selective with no modules recomputes nothing
+        rec = "full" if gran == "full" else "selective" if gran == "selective" and mods else "none"
+        v["recompute"] = rec
+        if rec == "selective":
+            out["recompute_modules"] = mods
+        filled[:] = [f for f in filled if not f.startswith("recompute=")]
+        filled.append(f"recompute={rec}" + (f" [{', '.join(mods)}]" if rec == "selective" else "")
+                      + f" (recipe {src})")
+        if recipe["recompute_method"]:
+            approx.append(f"recompute_method {recipe['recompute_method']} with recompute_num_layers "
+                          f"{recipe['recompute_num_layers'] or '?'} is modelled as every layer recomputed")
+    for col, key in (("bf16_layers_start", "bf16_layers_start"), ("bf16_layers_end", "bf16_layers_end"),
+                     ("mtp_layers", "mtp_layers")):
+        if recipe[col] not in ("", "0"):
+            out[key] = int(recipe[col])
+            filled.append(f"{key}={out[key]} (recipe {src})")
+    if "mtp_layers" in out and MTP_APPROXIMATION in approx:
+        approx.remove(MTP_APPROXIMATION)
+    if recipe["ep_overlap"] == "true":
+        out["ep_overlap"] = True
+        filled.append(f"ep_overlap=yes (recipe {src}: overlap_moe_expert_parallel_comm)")
+    if recipe["offload"]:
+        approx.append(f"activation/weight offloading ({recipe['offload']}) is not modelled")
+    if recipe["mismatch"]:
+        approx.append(f"the recipe's defaults differ from the row ({recipe['mismatch']}): the run overrode them; "
+                      "its recompute and precision settings are taken as the recipe's")
+    return out
 
 
 def _framework(name, file) -> S.Framework:

@@ -35,9 +35,11 @@ def _model(name):
     return load_model(os.path.join(MODELS, f"{name}.yaml"))
 
 
-class _Train:  # the two TrainP fields the activation formula reads
+class _Train:  # the TrainP fields the activation formula reads (recompute "selective": the attention core only)
     seq_parallel = 1.0
     flash = 1.0
+    rc_core_attn = 1.0
+    rc_mlp = rc_moe = rc_moe_act = rc_shared = rc_norm = rc_mla_up = 0.0
 
 
 def test_nano_and_super_parameter_counts_match_their_names():
@@ -146,7 +148,13 @@ def test_validation_scores_the_hybrid_runs():
     names = {c.scenario.model.name for c in hybrid}
     assert names == {"nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "nemotron3-super-120b-a12b"}
     sup = next(c for c in hybrid if c.scenario.model.name == "nemotron3-super-120b-a12b")
-    assert sup.scenario.model.moe.latent_size == 1024 and any("multi-token" in a for a in sup.approximations)
+    # the Super recipes train two MTP modules (configs/validation/recipes); a run without a recipe says so
+    assert sup.scenario.model.moe.latent_size == 1024 and sup.scenario.training.mtp_layers == 2
+    assert not any("multi-token" in a for a in sup.approximations)
+    # a run whose notes name an MTP layer either trains it (from its recipe) or says it is left out
+    for c in hybrid:
+        if "MTP layer" in c.notes:
+            assert (c.scenario.training.mtp_layers > 0) != any("multi-token" in a for a in c.approximations)
     results = V.evaluate_cases(hybrid)
     assert len(results) == 39
     assert all(r["metrics"]["feasible"] and np.isfinite(r["predicted"]) and r["predicted"] > 0 for r in results)

@@ -29,9 +29,11 @@ def _model(name):
     return load_model(os.path.join(MODELS, f"{name}.yaml"))
 
 
-class _Train:  # the two TrainP fields the activation formula reads
+class _Train:  # the TrainP fields the activation formula reads (recompute "selective": the attention core only)
     seq_parallel = 1.0
     flash = 1.0
+    rc_core_attn = 1.0
+    rc_mlp = rc_moe = rc_moe_act = rc_shared = rc_norm = rc_mla_up = 0.0
 
 
 # ---------------------------------------------------------------------------------------------------- MLA

@@ -204,7 +204,7 @@ def test_cross_building_traffic_is_the_sum_of_the_terms(default_scenario, defaul
         ctx = context(p, d)
         c = step_time(p, d)
         stage = [compute_term(ctx, d, p.model), tp_term(ctx, d, p.train, p.gpu, p.model)[0],
-                 cp_term(ctx, d, p.model, p.train, p.gpu)[0], ep_term(ctx, d, p.model, p.train)[0],
+                 cp_term(ctx, d, p.model, p.train, p.gpu)[0], ep_term(ctx, d, p.model, p.train, p.gpu)[0],
                  dp_term(ctx, d, p.train, p.gpu)]
         without_pp = sum(float(t.cross_bytes) for t in stage)
         assert float(c.cross_building_bytes) >= without_pp

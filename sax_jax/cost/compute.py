@@ -78,23 +78,31 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     qkv = jnp.where(mla, 2.0 * bs * (model.mla_down + model.mla_up),
                     2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d))
     proj = jnp.where(mla, 2.0 * bs * (model.heads * model.v_head_dim) * h, 2.0 * bs * (model.heads * d) * h)
-    dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
-    # routed experts work in the LatentMoE width when there is one, shared experts at hidden width with their own
-    # ffn (both ratios are exactly 1 for a plain MoE); LatentMoE adds the down and up projections h <-> latent
-    has_e = model.expert_ffn > 0
-    routed_w = jnp.where(model.moe_latent > 0, model.moe_latent / h, 1.0)
-    shared_w = jnp.where(has_e, model.shared_ffn / jnp.where(has_e, model.expert_ffn, 1.0), 1.0)
-    expert_mlp = 2.0 * bs * h * model.expert_ffn * model.mlp_mats * (model.top_k * imbalance * routed_w
-                                                                     + model.shared_experts * shared_w) \
-        + 2.0 * bs * 2.0 * h * model.moe_latent
-    # a transformer layer always has an MLP (mlp_fraction 1); hybrid blocks have one in mlp_fraction of them
-    mlp = (model.mlp_fraction - moe_layer_weight) * dense_mlp + moe_layer_weight * expert_mlp
+    mlp = sum(mlp_flops_parts(bs, model, moe_layer_weight, imbalance))
     attn_full = full_attention_flops(mb, seq, model)
     # sliding-window layers: fraction window_fraction of the layers do window_keys_ratio of the full work
     wf = model.window_fraction
     attn = jnp.where(model.window > 0, attn_full * (1.0 - wf + wf * window_keys_ratio(seq, model)), attn_full)
     af = model.attn_fraction  # hybrid models: the share of blocks that are attention blocks
     return af * qkv, af * proj, mlp, af * attn
+
+
+def mlp_flops_parts(bs, model, moe_layer_weight, imbalance):
+    """Forward FLOPs of the MLPs of one layer (averaged over the layers) on bs tokens: (dense MLP layers, routed
+    experts, shared experts). A transformer layer always has an MLP (mlp_fraction 1), hybrid blocks have one in
+    mlp_fraction of them; moe_layer_weight of the layers are MoE layers."""
+    h = model.hidden
+    dense_mlp = 2.0 * bs * h * model.ffn * model.mlp_mats
+    # routed experts work in the LatentMoE width when there is one (+ its down and up projections h <-> latent),
+    # shared experts at hidden width with their own ffn (both ratios exactly 1 for a plain MoE)
+    has_e = model.expert_ffn > 0
+    routed_w = jnp.where(model.moe_latent > 0, model.moe_latent / h, 1.0)
+    shared_w = jnp.where(has_e, model.shared_ffn / jnp.where(has_e, model.expert_ffn, 1.0), 1.0)
+    expert_one = 2.0 * bs * h * model.expert_ffn * model.mlp_mats
+    routed = expert_one * model.top_k * imbalance * routed_w + 2.0 * bs * 2.0 * h * model.moe_latent
+    shared = expert_one * model.shared_experts * shared_w
+    return ((model.mlp_fraction - moe_layer_weight) * dense_mlp, moe_layer_weight * routed,
+            moe_layer_weight * shared)
 
 
 def mamba_flops(mb, seq, model):
@@ -154,17 +162,33 @@ class LayerTimes(NamedTuple):
     recompute_selective_s: jnp.ndarray  # what selective recompute adds (the attention core again)
 
 
-def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
+def bf16_layer_share(model, train, pp, vpp):
+    """Share of one GPU's layers whose GEMMs a low-precision recipe keeps in BF16 (Training.bf16_layers_start /
+    _end), on the GPU that holds most of them: with pipeline stages the first (last) layers sit on the first (last)
+    stage, in its first (last) chunk of layers/(pp vpp); with one stage all of them are on every GPU."""
+    layers = model.layers
+    chunk = layers / (pp * vpp)
+    staged = jnp.maximum(jnp.minimum(train.bf16_start, chunk), jnp.minimum(train.bf16_end, chunk)) / (layers / pp)
+    return jnp.where(pp > 1.0, staged, jnp.minimum(train.bf16_start + train.bf16_end, layers) / layers)
+
+
+def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0) -> LayerTimes:
     """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios."""
     t, c = design_tp, design_cp
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
-    gt = lambda fl: gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)  # noqa: E731
+    # layers a low-precision recipe keeps in BF16 run their GEMMs at the 16-bit rate: the GPU's GEMM time is the
+    # blend of the two rates over its layers (0 share: exactly the low-precision time)
+    share16 = bf16_layer_share(model, train, pp, vpp)
+
+    def gt(fl):
+        low = gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)
+        return low + share16 * (gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops) - low)
     # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
     # (the compressed latents are gathered afterwards), without it on the whole sequence
     rep = replicated_qkv_flops(mbs, seq, model)
     rep_split = jnp.where(train.seq_parallel > 0, split, c)
-    rep_f = gemm_time_s(rep / rep_split, g.peak_flops, g.gemm_max, g.gemm_half_flops)
+    rep_f = gt(rep * split / rep_split)
     linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
@@ -191,8 +215,10 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
     # the norms and residual adds are per sub-layer: two in a transformer layer, one in a hybrid block
     sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
+    dense_ffn, expert_ffn = activated_ffn_parts(model)
+    act_bytes_per_ffn = g.elementwise_factor * tokens * ELEMENTWISE_BYTES_PER_F * model.mlp_mats / 2.0 / t
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
-                           + ELEMENTWISE_BYTES_PER_F * activated_ffn(model) * model.mlp_mats / 2.0 / t)
+                           + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t)
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
     # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
     # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
@@ -219,18 +245,40 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train) -> LayerTimes:
     mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
         + 2.0 * adapter_f + mamba_b
+    # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
+    # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
+    # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the
+    # MoE layer re-runs its experts; its dispatch all-to-all again is left out.
+    dense_fl, routed_fl, shared_fl = mlp_flops_parts(mbs * seq, model, model.moe_fraction, model.imbalance)
+    moe_act_f = act_bytes_per_ffn * expert_ffn / mem_bw
+    dense_mlp_f = gt(dense_fl) + act_bytes_per_ffn * dense_ffn / mem_bw
+    shared_f = gt(shared_fl)
+    moe_f = gt(routed_fl) + shared_f + moe_act_f
+    norm_f = g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split / mem_bw
+    mla_up_f = gt(2.0 * mbs * seq * model.mla_up * model.attn_fraction)
+    recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f
+                   + (1.0 - train.rc_moe) * (train.rc_moe_act * moe_act_f + train.rc_shared * shared_f)
+                   + train.rc_norm * norm_f + train.rc_mla_up * mla_up_f)
     return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f + m_gemm_f, attn_fwd_s=attn_f,
-                      weight_grad_s=(linear_f + m_gemm_f) * trained + adapter_f, recompute_selective_s=attn_f)
+                      weight_grad_s=(linear_f + m_gemm_f) * trained + adapter_f, recompute_selective_s=recompute_s)
+
+
+NORM_BYTES_PER_H = 8.0  # the two norms' share of ELEMENTWISE_BYTES_PER_H
+
+
+def activated_ffn_parts(model, imbalance=None):
+    """MLP hidden width one token activates per layer (averaged over the layers), as (dense layers, MoE layers):
+    the dense ffn in dense layers, top_k routed experts (x the busiest GPU's imbalance) plus the shared ones in MoE
+    layers. The MoE model files used to set ffn to expert_ffn, which counted one expert's activation for top_k."""
+    imbalance = model.imbalance if imbalance is None else imbalance
+    moe_w = model.moe_fraction
+    return ((model.mlp_fraction - moe_w) * model.ffn,
+            moe_w * (model.top_k * imbalance * model.expert_ffn + model.shared_experts * model.shared_ffn))
 
 
 def activated_ffn(model, imbalance=None):
-    """MLP hidden width one token activates per layer (averaged over the layers): the dense ffn in dense layers,
-    top_k routed experts (x the busiest GPU's imbalance) plus the shared ones in MoE layers. The MoE model files
-    used to set ffn to expert_ffn, which counted one expert's activation for top_k of them."""
-    imbalance = model.imbalance if imbalance is None else imbalance
-    moe_w = model.moe_fraction
-    return (model.mlp_fraction - moe_w) * model.ffn + moe_w * (model.top_k * imbalance * model.expert_ffn
-                                                               + model.shared_experts * model.shared_ffn)
+    dense, moe = activated_ffn_parts(model, imbalance)
+    return dense + moe
 
 
 # Mamba-2 memory-bound traffic per token, in units of the widths (mamba_ssm / Megatron-Core MambaMixer): the
@@ -263,6 +311,6 @@ def compute_term(ctx, d, model) -> Term:
     lt = ctx.layer
     recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
                             full_recompute_share(d.recompute) * lt.fwd_s)
-    stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s
+    stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s + ctx.mtp_s
     logits_bytes = jnp.where(d.pp <= 1.0, 4.0 * d.mbs * ctx.seq * model.vocab / (d.tp * d.cp), 0.0)
     return Term(stage_s=stage_s, memory_bytes=logits_bytes)

@@ -51,6 +51,7 @@ class Context(NamedTuple):
     layer: LayerTimes
     logits_fwd_s: jax.Array
     logits_bwd_s: jax.Array
+    mtp_s: jax.Array  # multi-token-prediction modules on this stage (0 unless it is the last and MTP is trained)
     act_bytes: jax.Array  # one microbatch's activation on one GPU (b s/cp h, 16-bit): a TP collective's message
     tokens_gpu: jax.Array  # tokens one GPU processes per microbatch (b s / (cp tp))
     params_dense: jax.Array  # parameters one GPU of the first stage holds (dense part, incl. embeddings)
@@ -80,13 +81,19 @@ def context(params, d) -> Context:
     bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
     bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
 
-    layer = layer_times(tp, cp, mbs, seq, model, gpu, train)
+    layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp)
     # Uneven splits are real practice (Llama 3 405B put 126 layers on 16 stages), so pp need not divide the
     # layers; the slowest stage sets the pace and carries the output layer only if it is the last (stages.py).
     logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu)
+    # multi-token prediction (Training.mtp_layers) on the last stage: per module one more layer (a transformer
+    # layer: attention + MLP/MoE, i.e. two hybrid blocks) and one more output layer + loss. Its embedding
+    # projection (2h -> h) and the MTP layer's all-to-alls are left out.
+    per_layer = 2.0 / (model.attn_fraction + model.mlp_fraction + model.mamba_fraction)
+    mtp_s = train.mtp_layers * (per_layer * (layer.fwd_s + layer.bwd_s) + logits_fwd_s + logits_bwd_s)
     layers_stage, with_logits = slowest_stage(model.layers, pp, vpp, layer.fwd_s + layer.bwd_s,
-                                              logits_fwd_s + logits_bwd_s)
+                                              logits_fwd_s + logits_bwd_s, mtp_s)
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
+    mtp_s = with_logits * mtp_s
     params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage)
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,
@@ -94,7 +101,7 @@ def context(params, d) -> Context:
         grad_k=grad_k, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
-        logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s,
+        logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert,
         params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp)

@@ -24,7 +24,7 @@ MHA, f = 4h, SP: 34 sbh/t -> 29 sbh/t.
 import jax.numpy as jnp
 
 from ..space import Recompute, Schedule, Sharding, full_recompute_share
-from .compute import activated_ffn
+from .compute import activated_ffn, activated_ffn_parts
 
 
 def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0):
@@ -54,13 +54,27 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     tp_part = tp_part + jnp.where(mla, (2.0 + gin) * s * b * model.mla_latent, 0.0)
     # softmax output 2 bytes per score, plus the dropout mask (1) and output (2) when the model has dropout
     scores = (2.0 + 3.0 * model.dropout) * model.heads * s * seq * b / tp
-    # selective recompute drops the scores; with half the layers are stored whole, scores included
-    scores = jnp.where((train.flash > 0) | (recompute == Recompute.SELECTIVE) | (recompute == Recompute.FULL), 0.0,
+    # selective recompute of the attention core drops the scores; with half the layers are stored whole, scores
+    # included
+    sel = recompute == Recompute.SELECTIVE
+    scores = jnp.where((train.flash > 0) | (sel & (train.rc_core_attn > 0)) | (recompute == Recompute.FULL), 0.0,
                        scores)
     # hybrid blocks: one norm input and one linear input per block instead of two per transformer layer, and the
     # Mamba-2 mixers' own activations
     sublayers = (af + model.mlp_fraction + model.mamba_fraction) / 2.0
     none_or_sel = sp_part * sublayers + tp_part + af * scores + mamba_activation_bytes(s, b, tp, model, gin)
+    # the other selectively recomputed modules keep only their inputs: the dense MLPs and the MoE experts drop
+    # their hidden activations, moe_act the activation's output (the fc2 input), layernorm the norm outputs (the
+    # QKV and fc1 inputs), mla_up_proj the up projections' outputs (Q, K, V)
+    dense_f, expert_f = activated_ffn_parts(model)
+    per_ffn = s * b * (2.0 * (model.mlp_mats - 1.0) + gin) / tp
+    dropped = (train.rc_mlp * dense_f * per_ffn + train.rc_moe * expert_f * per_ffn
+               + (1.0 - train.rc_moe) * train.rc_moe_act * expert_f * s * b * gin / tp
+               + (1.0 - train.rc_moe) * train.rc_shared * model.moe_fraction * model.shared_experts
+               * model.shared_ffn * per_ffn
+               + train.rc_norm * 2.0 * gin * sbh * sublayers / sp_div
+               + train.rc_mla_up * jnp.where(mla, af * qkv / tp, 0.0))
+    none_or_sel = none_or_sel - jnp.where(sel, dropped, 0.0)
     full = 2.0 * sbh / sp_div
     share = full_recompute_share(recompute)  # the mean over the stage's layers
     return share * full + (1.0 - share) * none_or_sel

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from ..space import full_recompute_share
 from .collectives import all_to_all_s, launch_s
+from .overlap import exposed_s
 from .terms import Term
 
 FWD_ALLTOALLS = 2.0
@@ -29,12 +30,21 @@ def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 
 
-def ep_term(ctx, d, model, train):
+def ep_term(ctx, d, model, train, gpu):
     """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them)."""
     members = ctx.ep.members
     f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
                                         ctx.bw_Bps)
     fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
+    # Training.ep_overlap: in the 1F1B steady state Megatron-Core merges one microbatch's forward with another's
+    # backward and runs each one's all-to-alls beside the other's layer compute, so a layer's all-to-alls hide under
+    # a layer's forward + backward (overlap.exposed_s, with the SMs the communication kernels take). Needs two
+    # microbatches in flight.
+    overlapped = (train.ep_overlap > 0) & (ctx.microbatches > 1.0)
+    comm_s = fwd_layer_s + bwd_layer_s
+    exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=gpu.overlap_slowdown)
+    kept = jnp.where(comm_s > 0, exposed / jnp.where(comm_s > 0, comm_s, 1.0), 1.0)
+    fwd_layer_s, bwd_layer_s = fwd_layer_s * kept, bwd_layer_s * kept
     full = full_recompute_share(d.recompute)  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 

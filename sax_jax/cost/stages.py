@@ -12,16 +12,24 @@ import jax.numpy as jnp
 EXTRA_PIPELINE_UNITS = 2.0  # the embedding and the loss, when counted as layers
 
 
-def slowest_stage(layers, pp, vpp, layer_s, logits_s):
+def slowest_stage(layers, pp, vpp, layer_s, logits_s, mtp_s=0.0):
     """(layers on the slowest stage, 1 if it also runs the output layer and loss else 0).
 
-    layer_s: one layer's forward + backward seconds; logits_s: the output layer's and loss's."""
-    plain = jnp.ceil(layers / (pp * vpp) - 1e-6) * vpp  # last stage: `plain` layers + logits
-    counted = jnp.ceil((layers + EXTRA_PIPELINE_UNITS) / (pp * vpp) - 1e-6) * vpp  # last: counted - 1 + logits
-    t_plain = plain * layer_s + logits_s
-    last_heavier = logits_s > layer_s  # with counted units the last stage is slower only if logits > a layer
-    t_counted = jnp.where(last_heavier, (counted - 1.0) * layer_s + logits_s, counted * layer_s)
+    layer_s: one layer's forward + backward seconds; logits_s: the output layer's and loss's; mtp_s: the
+    multi-token-prediction modules', which also run on the last stage. Megatron-Core's pipeline layouts count each
+    MTP module as units of their own (Megatron-Bridge's DeepSeek-V3 layouts end in "...mL": MTP, loss), so the
+    counted split moves ceil(mtp_s / layer_s) more layers off the last stage."""
+    extra = logits_s + mtp_s
+    mtp_units = jnp.ceil(mtp_s / layer_s - 1e-6)
+    plain = jnp.ceil(layers / (pp * vpp) - 1e-6) * vpp  # last stage: `plain` layers + logits (+ MTP)
+    # last stage: counted - 1 - mtp_units layers + logits + MTP
+    counted = jnp.ceil((layers + EXTRA_PIPELINE_UNITS + mtp_units) / (pp * vpp) - 1e-6) * vpp
+    last_layers = jnp.maximum(counted - 1.0 - mtp_units, 0.0)
+    t_plain = plain * layer_s + extra
+    # with counted units the last stage is slower only if its extra work > the layers it gave up
+    last_heavier = extra > (counted - last_layers) * layer_s
+    t_counted = jnp.where(last_heavier, last_layers * layer_s + extra, counted * layer_s)
     use_counted = (pp > 1.0) & ((t_counted < t_plain) | (pp * vpp > layers))
-    n_layers = jnp.where(use_counted, jnp.where(last_heavier, counted - 1.0, counted), plain)
+    n_layers = jnp.where(use_counted, jnp.where(last_heavier, last_layers, counted), plain)
     with_logits = jnp.where(use_counted, jnp.where(last_heavier, 1.0, 0.0), 1.0)
     return n_layers, with_logits

@@ -39,7 +39,7 @@ def step_time(params, d) -> Cost:
     compute = compute_term(ctx, d, model)
     tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu, model)
     cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
-    ep, ep_fwd_s = ep_term(ctx, d, model, train)
+    ep, ep_fwd_s = ep_term(ctx, d, model, train, params.gpu)
     dp = dp_term(ctx, d, train, params.gpu)
     t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s
     t_b = compute.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f

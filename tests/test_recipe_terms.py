@@ -1,0 +1,146 @@
+"""What a training recipe adds beyond the layout: the modules selective recompute recomputes, layers a
+low-precision recipe keeps in BF16, multi-token-prediction modules, and MoE all-to-alls overlapped with another
+microbatch's compute. Each defaults to what the model did before (tests/test_golden.py keeps those numbers)."""
+import dataclasses
+import os
+
+import pytest
+
+import sax_jax as sx
+from sax_jax import specs as S
+from sax_jax.config import load_model
+from sax_jax.cost.compute import bf16_layer_share, layer_times, logits_times
+from sax_jax.cost.stages import slowest_stage
+from sax_jax.evaluate import evaluate_one
+from sax_jax.params import build_params
+from sax_jax.resources import configs_dir
+
+REL = 1e-6
+
+
+@pytest.fixture(scope="module")
+def moe():
+    """Mixtral 8x7B on an H100 building, as DeepSeek-V3 (MLA, shared expert, dense first layers) in FP8."""
+    sc = sx.load_scenario("mixtral-moe")
+    ds = load_model(os.path.join(configs_dir(), "models", "deepseek-v3.yaml"))
+    return dataclasses.replace(sc, model=ds, training=dataclasses.replace(sc.training, precision="fp8"))
+
+
+def _with(sc, **training):
+    return dataclasses.replace(sc, training=dataclasses.replace(sc.training, **training))
+
+
+DESIGN = {"tp": 2, "pp": 4, "ep": 8, "mbs": 1, "recompute": "selective", "schedule": "1f1b"}
+
+
+def _cost(sc, **axes):
+    return evaluate_one(sc, sc.space.design({**DESIGN, **axes}))
+
+
+def test_default_recompute_modules_are_megatrons():
+    assert S.Training(1, 1).recompute_modules == ("core_attn",)
+
+
+@pytest.mark.parametrize("extra", [("mlp",), ("moe",), ("moe_act",), ("shared_experts",), ("layernorm",),
+                                   ("mla_up_proj",), ("moe", "moe_act", "layernorm", "mla_up_proj")])
+def test_each_recomputed_module_costs_time_and_saves_memory(moe, extra):
+    base = _cost(moe)
+    more = _cost(_with(moe, recompute_modules=("core_attn",) + extra))
+    assert more["breakdown"]["compute"] > base["breakdown"]["compute"]
+    assert more["memory_bytes"] < base["memory_bytes"]
+    # nothing but the selective recompute changes
+    assert _cost(_with(moe, recompute_modules=("core_attn",) + extra), recompute="none") == \
+        _cost(moe, recompute="none")
+
+
+def test_recomputed_modules_add_their_forward_time(moe):
+    """moe + moe_act: the experts' activation is part of the MoE layer recomputed, counted once."""
+    p0 = build_params(moe)
+    p1 = build_params(_with(moe, recompute_modules=("core_attn", "moe")))
+    p2 = build_params(_with(moe, recompute_modules=("core_attn", "moe", "moe_act", "shared_experts")))
+    args = (2.0, 1.0, 1.0, 4096.0)
+    lt0, lt1, lt2 = (layer_times(*args, p.model, p.gpu, p.train, 4.0, 1.0) for p in (p0, p1, p2))
+    assert float(lt1.recompute_selective_s) > float(lt0.recompute_selective_s)
+    assert float(lt2.recompute_selective_s) == pytest.approx(float(lt1.recompute_selective_s), rel=1e-6)
+    # recomputing everything a layer's forward has is at most that forward again
+    assert float(lt2.recompute_selective_s) < float(lt0.fwd_s)
+
+
+def test_unknown_recompute_module_names_the_key(tmp_path):
+    text = open(os.path.join(configs_dir(), "scenarios", "mixtral-moe.yaml")).read()
+    for bad, what in (("[core_attn, mpl]", "mpl"), ("mlp", "must be a list")):
+        path = tmp_path / "s.yaml"
+        path.write_text(text.replace("precision: bf16}", f"precision: bf16, recompute_modules: {bad}}}")
+                        .replace("../", os.path.join(configs_dir(), "")))
+        with pytest.raises(S.ConfigError) as e:
+            sx.load_scenario(str(path))
+        assert "training.recompute_modules" in str(e.value) and what in str(e.value)
+
+
+class _T:
+    def __init__(self, start, end):
+        self.bf16_start, self.bf16_end = start, end
+
+
+class _M:
+    layers = 88.0
+
+
+@pytest.mark.parametrize("start, end, pp, vpp, share", [
+    (0, 14, 1, 1, 14 / 88),  # Nemotron 3 Super NVFP4: the last 14 of 88 layers, one stage: every GPU
+    (0, 14, 4, 1, 14 / 22),  # four stages of 22: all 14 on the last
+    (0, 14, 4, 2, 11 / 22),  # ... in chunks of 11: the last chunk holds 11 of them
+    (1, 1, 4, 1, 1 / 22),  # first and last layer: one on each end stage
+    (50, 50, 1, 1, 1.0),  # more than the model: all of them
+])
+def test_bf16_layer_share_on_the_fullest_gpu(start, end, pp, vpp, share):
+    assert float(bf16_layer_share(_M, _T(start, end), pp, vpp)) == pytest.approx(share, rel=1e-6)
+
+
+def test_bf16_layers_slow_a_low_precision_run_towards_bf16(moe):
+    low = _cost(moe, pp=1)["raw_step_time_s"]
+    some = _cost(_with(moe, bf16_layers_end=14), pp=1)["raw_step_time_s"]
+    every = _cost(_with(moe, bf16_layers_start=61), pp=1)["raw_step_time_s"]
+    bf16 = _cost(_with(moe, precision="bf16"), pp=1)["raw_step_time_s"]
+    assert low < some < every
+    # all layers' GEMMs in BF16 is the BF16 run up to the stored-input bytes (FP8 saves 1-byte GEMM inputs)
+    assert every == pytest.approx(bf16, rel=0.02)
+
+
+def test_mtp_adds_a_layer_and_an_output_layer_on_the_last_stage(moe):
+    """One stage: every microbatch pays one more layer and one more output layer + loss."""
+    base, mtp = _cost(moe, pp=1), _cost(_with(moe, mtp_layers=1), pp=1)
+    p = build_params(moe)
+    lt = layer_times(2.0, 1.0, 1.0, 4096.0, p.model, p.gpu, p.train, 1.0, 1.0)
+    lf, lb = logits_times(2.0, 1.0, 1.0, 4096.0, p.model, p.gpu)
+    micro = moe.training.global_batch_sequences / (moe.system.n_gpus / 2)
+    added = mtp["breakdown"]["compute"] - base["breakdown"]["compute"]
+    assert added == pytest.approx(micro * float(lt.fwd_s + lt.bwd_s + lf + lb), rel=1e-4)
+
+
+@pytest.mark.parametrize("mtp_s, layers_stage, with_logits", [
+    # 60 layers on 4 stages, a layer 1 s, logits 0.5 s. No MTP: 15 per stage, the last one 15 + 0.5
+    (0.0, 15.0, 1.0),
+    # MTP 1.5 s = 2 units: plain split 15 + 0.5 + 1.5 = 17 s on the last stage; counting embedding, loss and MTP
+    # as units, ceil(64 / 4) = 16 per stage and the last holds 16 - 1 - 2 = 13 layers + 2 s = 15 s: 16 s is faster
+    (1.5, 16.0, 0.0),
+])
+def test_mtp_moves_layers_off_the_last_stage(mtp_s, layers_stage, with_logits):
+    n, last = slowest_stage(60.0, 4.0, 1.0, 1.0, 0.5, mtp_s)
+    assert (float(n), float(last)) == (layers_stage, with_logits)
+
+
+def test_ep_overlap_hides_all_to_alls_and_never_slows(moe):
+    for axes in ({}, {"ep": 4, "tp": 1}, {"mbs": 2}):
+        plain, over = _cost(moe, **axes), _cost(_with(moe, ep_overlap=True), **axes)
+        assert over["breakdown"]["ep"] < plain["breakdown"]["ep"]
+        assert over["raw_step_time_s"] <= plain["raw_step_time_s"]
+        # what stays is at least the SMs the all-to-all kernels take while they hide (overlap.exposed_s)
+        g = moe.system.gpu
+        assert over["breakdown"]["ep"] >= plain["breakdown"]["ep"] * g.comm_sms / g.sm_count * (1 - 1e-6)
+
+
+def test_ep_overlap_needs_two_microbatches(moe):
+    one = _with(moe, global_batch_sequences=moe.system.n_gpus // 8)  # dp x mbs sequences: one microbatch
+    assert _cost(_with(one, ep_overlap=True))["breakdown"]["ep"] == pytest.approx(_cost(one)["breakdown"]["ep"],
+                                                                                    rel=REL)
