@@ -179,6 +179,7 @@ class TrainP(NamedTuple):
     bf16_end: jnp.ndarray | float = 0.0
     mtp_layers: jnp.ndarray | float = 0.0
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
+    etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
 
 
 class Params(NamedTuple):
@@ -312,7 +313,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
-        ep_overlap=1 if t.ep_overlap else 0)
+        ep_overlap=1 if t.ep_overlap else 0, etp=t.expert_tensor_parallel)
 
 
 # TrainP flag -> Training.recompute_modules entry

@@ -173,7 +173,9 @@ ARCH_RANGES = {
     "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)"),
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
                  "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
-                 "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained")},
+                 "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained"),
+                 "expert_tensor_parallel": Range(0, 100_000, True,
+                                                 why="ranks one expert is split over (0: the tensor-parallel ones)")},
     "sliding_window": {
         "window": Range(1, 100_000_000, True, why="keys a query of a windowed layer attends to"),
         "layers": Range(1, 10_000, True, why="how many of the layers use the window"),
@@ -696,6 +698,12 @@ class Training:
     # computation of another (the 1F1B steady state's merged forward/backward), as DeepSeek-V3's DualPipe overlaps
     # them (arXiv 2412.19437, section 3.2.1)
     ep_overlap: bool = False
+    # MoE parallel folding (Megatron-Core; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960): the expert
+    # layers get their own tensor-parallel size (expert_tensor_parallel_size) and their EP groups are formed over
+    # all tp x cp x dp ranks of a stage instead of inside dp x cp. 0: no folding, experts split over the
+    # attention's TP ranks and EP carved from dp (the model's layout before folding). Megatron-Bridge's MoE
+    # benchmark recipes all set expert_tensor_parallel_size = 1.
+    expert_tensor_parallel: int = 0
 
     def __post_init__(self):
         if self.framework is None:

@@ -413,13 +413,17 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         raise CaseError(file, n, "n_gpus", v["n_gpus"], f"is not tp x pp x dp x cp = "
                                                         f"{v['tp'] * v['pp'] * v['dp'] * v['cp']}")
     ep = x.get("ep", 1)
-    if moe is not None and ((v["dp"] * v["cp"]) % ep or moe.experts % ep):
-        raise Unsupported(file, n, rid, ds or "(none)", f"ep={ep} does not divide dp x cp={v['dp'] * v['cp']} "
-                          f"and experts={moe.experts}: MoE parallel folding (experts spread over the tensor-"
-                          "parallel ranks too) is not modelled")
-    if "etp" in x and x["etp"] != v["tp"]:
-        raise Unsupported(file, n, rid, ds or "(none)", f"expert tensor parallelism etp={x['etp']} != tp="
-                          f"{v['tp']} is not modelled")
+    # MoE parallel folding (Training.expert_tensor_parallel): the row's etp column, else the dataset profile's
+    etp = 0
+    if moe is not None:
+        etp = x.get("etp") or int(profile.get("expert_tensor_parallel", 0))
+        if etp and "etp" not in x:
+            filled.append(f"expert_tensor_parallel={etp} ({profile.get('expert_tensor_parallel_source', 'profile')})")
+        ranks = v["tp"] * v["dp"] * v["cp"] if etp else v["dp"] * v["cp"]
+        if moe.experts % ep or ranks % (ep * (etp or 1)):
+            raise Unsupported(file, n, rid, ds or "(none)", f"ep={ep} does not divide experts={moe.experts} or "
+                              + (f"etp x ep={etp * ep} does not divide tp x dp x cp={ranks}" if etp else
+                                 f"dp x cp={ranks} (and no expert tensor parallel size folds the experts)"))
     gpn = v.get("gpus_per_node")
     if gpn is None and rack_gpus_per_node(gpu, v["n_gpus"]) != gpu.nvl_domain_gpus:
         gpn = rack_gpus_per_node(gpu, v["n_gpus"])
@@ -441,7 +445,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
-                          lora_rank=lora_rank, **recipe_training,
+                          lora_rank=lora_rank, expert_tensor_parallel=etp, **recipe_training,
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(profile.get("framework", "megatron-te"), file))

@@ -142,8 +142,8 @@ def test_bad_hybrid_yaml_names_file_and_key(tmp_path, edit, key):
 def test_validation_scores_the_hybrid_runs():
     loaded = V.load_all()
     hybrid = [c for c in loaded.cases if c.scenario.model.hybrid is not None]
-    # 51 Nemotron-3 rows; 12 Super rows with ep = 64 > dp = 32 (MoE parallel folding) stay unsupported for that
-    assert len(hybrid) == 39
+    # all 51 Nemotron-3 rows (the 12 Super rows with ep = 64 > dp = 32 fold their experts over tp x dp)
+    assert len(hybrid) == 51
     assert not any("Mamba" in u.reason for u in loaded.unsupported)
     names = {c.scenario.model.name for c in hybrid}
     assert names == {"nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "nemotron3-super-120b-a12b"}
@@ -156,5 +156,5 @@ def test_validation_scores_the_hybrid_runs():
         if "MTP layer" in c.notes:
             assert (c.scenario.training.mtp_layers > 0) != any("multi-token" in a for a in c.approximations)
     results = V.evaluate_cases(hybrid)
-    assert len(results) == 39
+    assert len(results) == 51
     assert all(r["metrics"]["feasible"] and np.isfinite(r["predicted"]) and r["predicted"] > 0 for r in results)

@@ -144,3 +144,28 @@ def test_ep_overlap_needs_two_microbatches(moe):
     one = _with(moe, global_batch_sequences=moe.system.n_gpus // 8)  # dp x mbs sequences: one microbatch
     assert _cost(_with(one, ep_overlap=True))["breakdown"]["ep"] == pytest.approx(_cost(one)["breakdown"]["ep"],
                                                                                     rel=REL)
+
+
+def test_folding_with_one_tensor_rank_is_the_plain_layout(moe):
+    """tp = cp = 1: the folded EP group is the one carved from dp, the experts are split the same way."""
+    for axes in ({"tp": 1, "ep": 8}, {"tp": 1, "ep": 4, "pp": 2}):
+        plain, folded = _cost(moe, **axes), _cost(_with(moe, expert_tensor_parallel=1), **axes)
+        assert folded["raw_step_time_s"] == pytest.approx(plain["raw_step_time_s"], rel=REL)
+        assert folded["memory_bytes"] == pytest.approx(plain["memory_bytes"], rel=REL)
+
+
+def test_folding_lets_ep_span_the_tensor_parallel_ranks(moe):
+    """DeepSeek-V3 with tp 8, pp 16 on 8,192 GPUs (dp 64): ep 128 > dp is infeasible unless the experts fold
+    (etp 1: EP over tp x dp = 512 ranks); folded, a GPU holds 256/128 = 2 whole experts per MoE layer instead of
+    256/ep experts split 8 ways."""
+    axes = {"tp": 8, "pp": 16, "ep": 128}
+    plain, folded = _cost(moe, **axes), _cost(_with(moe, expert_tensor_parallel=1), **axes)
+    assert not plain["feasible"] and folded["feasible"]
+    p = build_params(_with(moe, expert_tensor_parallel=1))
+    from sax_jax.cost.memory import params_per_gpu
+    layers_stage = 4.0
+    _, experts = params_per_gpu(8.0, 16.0, 128.0, p.model, layers_stage, 1.0)
+    # per MoE layer (58 of 61 layers): 2 experts x 3 matrices x 7168 x 2048
+    assert float(experts) == pytest.approx(layers_stage * 58 / 61 * 2 * 3 * 7168 * 2048, rel=REL)
+    # the expert tensor parallel size must divide into the stage's ranks with ep
+    assert not _cost(_with(moe, expert_tensor_parallel=16), **axes)["feasible"]

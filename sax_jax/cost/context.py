@@ -56,6 +56,7 @@ class Context(NamedTuple):
     tokens_gpu: jax.Array  # tokens one GPU processes per microbatch (b s / (cp tp))
     params_dense: jax.Array  # parameters one GPU of the first stage holds (dense part, incl. embeddings)
     params_expert: jax.Array  # and its experts
+    etp: jax.Array  # ranks one expert is split over (the design's tp unless MoE parallel folding sets it)
     params_adapter: jax.Array  # LoRA adapter parameters it holds (0 without LoRA; cost/lora.py)
 
 
@@ -70,7 +71,16 @@ def context(params, d) -> Context:
     sizes = jnp.stack([tp, cp, pp, dp])
     stride = layout_strides(sizes, params.placement_inner[d.placement])
     tp_g, cp_g, pp_g, dp_g = (Group(*group_members(sizes[i], stride[i], net.unit_gpus)) for i in range(4))
-    ep_g = Group(*group_members(ep, stride[3], net.unit_gpus))  # carved from the inner part of dp
+    # EP carved from the inner part of dp; with MoE parallel folding (Training.expert_tensor_parallel) formed over
+    # the stage's tp x cp x dp ranks in rank order after the expert-TP ranks: a unit of a level holds the product
+    # of the members of those groups it holds, / etp
+    folded = train.etp > 0
+    etp = jnp.where(folded, train.etp, tp)
+    fold_m = jnp.clip(tp_g.members * cp_g.members * dp_g.members / etp, 1.0, ep)
+    fold_m_below = jnp.concatenate([jnp.ones_like(fold_m[:1]), fold_m[:-1]])
+    carved = Group(*group_members(ep, stride[3], net.unit_gpus))
+    ep_g = Group(jnp.where(folded, fold_m, carved.members), jnp.where(folded, fold_m / fold_m_below,
+                                                                       carved.participants))
     grad_k = dp_g.participants * cp_g.participants
     inside = np.asarray(topo.inside_building)
     grad_k_building = jnp.where(inside, grad_k, 1.0)
@@ -94,7 +104,7 @@ def context(params, d) -> Context:
                                               logits_fwd_s + logits_bwd_s, mtp_s)
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
-    params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage)
+    params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage, etp)
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
@@ -103,5 +113,5 @@ def context(params, d) -> Context:
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
-        params_dense=params_dense, params_expert=params_expert,
+        params_dense=params_dense, params_expert=params_expert, etp=etp,
         params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp)

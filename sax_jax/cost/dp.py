@@ -123,7 +123,10 @@ def dp_term(ctx, d, train, gpu):
     hsdp = sharding == Sharding.HSDP
     state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)
     state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train)
-             + model_state_bytes(ctx.params_expert, jnp.maximum(state_shards / d.ep, 1.0), sharding, train))
+             # expert weights shard over their expert-data-parallel ranks: tp x cp x dp / (etp ep), i.e. dp x cp / ep
+             # unless folding splits the experts over fewer ranks than the dense layers
+             + model_state_bytes(ctx.params_expert, jnp.maximum(state_shards * (d.tp / ctx.etp) / d.ep, 1.0),
+                                 sharding, train))
     # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
     frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
     state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)

@@ -43,8 +43,9 @@ def _schedule(p, d, c, mem):
 
 
 def _experts(p, d, c, mem):
-    return jnp.where(p.model.experts == 0, d.ep > 1.0,
-                     ~(divides(d.ep, p.model.experts) & divides(d.ep, c.dp * d.cp)))
+    # folded (Training.expert_tensor_parallel > 0): etp x ep must divide the stage's tp x cp x dp ranks
+    within = jnp.where(p.train.etp > 0, divides(d.ep * p.train.etp, d.tp * c.dp * d.cp), divides(d.ep, c.dp * d.cp))
+    return jnp.where(p.model.experts == 0, d.ep > 1.0, ~(divides(d.ep, p.model.experts) & within))
 
 
 def _nonintegral(p, d, c, mem):
@@ -67,7 +68,8 @@ CHECKS = (
     Check("MEMORY", "memory per GPU exceeds the usable HBM", lambda p, d, c, mem: mem > p.gpu.hbm_bytes),
     Check("SCHEDULE", "vpp > 1 needs the interleaved schedule, which needs vpp > 1, pp > 1 and a number of "
                       "microbatches divisible by pp", _schedule),
-    Check("EXPERTS", "ep must be 1 for a dense model, divide the experts and divide dp x cp", _experts),
+    Check("EXPERTS", "ep must be 1 for a dense model, divide the experts and divide dp x cp (with MoE parallel "
+                     "folding: etp x ep must divide tp x cp x dp)", _experts),
     Check("TRANSPORT", "bounded-loss transport changes training semantics and the scenario does not allow it",
           lambda p, d, c, mem: (p.transport.bounded[d.transport] > 0) & (p.train.allow_bounded <= 0)),
     Check("NONINTEGER", "a parallelism or batch axis is not a whole number", _nonintegral),

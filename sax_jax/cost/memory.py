@@ -103,8 +103,10 @@ def in_flight_microbatches(schedule, p, m_micro, v, extra_warmup):
                       [gpipe, onef, inter, onef, zb2], la)
 
 
-def params_per_gpu(tp, pp, ep, model, layers_stage):
-    """(dense params, expert params) held by one GPU of the first (fullest) pipeline stage."""
+def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
+    """(dense params, expert params) held by one GPU of the first (fullest) pipeline stage; etp: the ranks one
+    expert is split over (default tp; MoE parallel folding sets its own)."""
+    etp = tp if etp is None else etp
     h, d = model.hidden, model.head_dim
     # MLA: up/output projections split over TP, the down projections duplicated on every rank (x tp here, / tp
     # below)
@@ -123,7 +125,7 @@ def params_per_gpu(tp, pp, ep, model, layers_stage):
     dense = layers_stage * (model.attn_fraction * attn + (model.mlp_fraction - model.moe_fraction) * dense_mlp
                             + model.moe_fraction * (model.shared_experts * shared_mlp + 2.0 * h * model.moe_latent)
                             + model.mamba_fraction * mamba) / tp
-    experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (tp * ep)
+    experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (etp * ep)
     # input embedding on the first stage; with one stage the output layer too unless tied
     emb = model.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - model.tied)
     return dense + emb, experts
