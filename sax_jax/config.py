@@ -319,8 +319,11 @@ def load_transports(ref, base_file: str | None = None, key: str = "transports") 
             raise S.ConfigError(file, f"transports.{name}", name, "a transport name must be a non-empty string")
         if not isinstance(t, dict):
             raise S.ConfigError(file, f"transports.{name}", t, "must be a mapping of transport settings")
-        spec = S.TransportSpec(name=name, **_whole(_build(S.TransportSpec, t, file, f"transports.{name}.",
-                                                          exclude=("name",)), "transport"))
+        kwargs = _whole(_build(S.TransportSpec, t, file, f"transports.{name}.", exclude=("name",)), "transport")
+        sched = kwargs.get("loss_schedule")
+        if isinstance(sched, list):  # frozen spec: tuples (a malformed entry stays as it is and fails validation)
+            kwargs["loss_schedule"] = tuple(tuple(ph) if isinstance(ph, list) else ph for ph in sched)
+        spec = S.TransportSpec(name=name, **kwargs)
         spec.validate(file)
         out.append(spec)
     if not out:

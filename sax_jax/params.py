@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .space import placement_inner_table
-from .specs import SystemSpec, Training, ModelSpec
+from .specs import MAX_LOSS_PHASES, SystemSpec, Training, ModelSpec
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -134,6 +134,13 @@ class NetP(NamedTuple):
     link_fail_per_s: jnp.ndarray | float = 0.0
     link_flap_per_s: jnp.ndarray | float = 0.0
     repair_s: jnp.ndarray | float = 1.0
+    switch_fail_per_s: jnp.ndarray | float = 0.0  # per plane switch
+    gpus_per_switch: jnp.ndarray | float = 64.0
+    # microbursts at one port (cost/bursts.py); rate 0: none
+    burst_rate_per_s: jnp.ndarray | float = 0.0
+    burst_duration_s: jnp.ndarray | float = 1e-4
+    burst_overload: jnp.ndarray | float = 1.0
+    buffer_bytes: jnp.ndarray | float = 0.0
 
 
 class TransportP(NamedTuple):
@@ -148,6 +155,11 @@ class TransportP(NamedTuple):
     reroute_s: jnp.ndarray
     tolerated_loss: jnp.ndarray
     survives: jnp.ndarray | float = 0.0  # 1: a connection moves off a failed plane (needs planes > 1)
+    rto_s: jnp.ndarray | float = 1e-3  # retransmission timeout of a lost tail (cost/bursts.py)
+    deadline_s: jnp.ndarray | float = 0.0  # bounded loss: wait past a round's end before dropping
+    # bounded loss by training phase [T, MAX_LOSS_PHASES]: weight (fraction of training) and tolerated loss
+    phase_weight: jnp.ndarray | float = 1.0
+    phase_loss: jnp.ndarray | float = 0.0
 
 
 class TrainP(NamedTuple):
@@ -180,6 +192,7 @@ class TrainP(NamedTuple):
     mtp_layers: jnp.ndarray | float = 0.0
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
+    grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
 
 
 class Params(NamedTuple):
@@ -282,6 +295,12 @@ def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
         link_fail_per_s=[l.link_failures_per_link_hour / 3600.0 for l in lv],
         link_flap_per_s=[l.link_flaps_per_link_hour / 3600.0 for l in lv],
         repair_s=[l.repair_s for l in lv],
+        switch_fail_per_s=[l.switch_failures_per_switch_hour / 3600.0 for l in lv],
+        gpus_per_switch=[l.gpus_per_switch for l in lv],
+        burst_rate_per_s=[l.burst_rate_per_s for l in lv],
+        burst_duration_s=[l.burst_duration_us * 1e-6 for l in lv],
+        burst_overload=[l.burst_overload for l in lv],
+        buffer_bytes=[l.buffer_bytes for l in lv],
     )
 
 
@@ -298,7 +317,17 @@ def transport_params(transports, dtype=jnp.float32) -> TransportP:
         reroute_s=[t.reroute_s for t in transports],
         tolerated_loss=[t.tolerated_loss for t in transports],
         survives=[t.survives_link_failure for t in transports],
+        rto_s=[t.rto_us * 1e-6 for t in transports],
+        deadline_s=[t.deadline_us * 1e-6 for t in transports],
+        phase_weight=[_padded_phases(t)[0] for t in transports],
+        phase_loss=[_padded_phases(t)[1] for t in transports],
     )
+
+
+def _padded_phases(t) -> tuple:
+    """(weights, tolerated losses) of a transport's loss schedule, padded to MAX_LOSS_PHASES with weight 0."""
+    ph = list(t.phases()) + [(0.0, 0.0)] * (MAX_LOSS_PHASES - len(t.phases()))
+    return [w for w, _ in ph], [q for _, q in ph]
 
 
 def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> TrainP:
@@ -313,7 +342,8 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
-        ep_overlap=1 if t.ep_overlap else 0, etp=t.expert_tensor_parallel)
+        ep_overlap=1 if t.ep_overlap else 0, etp=t.expert_tensor_parallel,
+        grad_var_tol=t.gradient_variance_tolerance)
 
 
 # TrainP flag -> Training.recompute_modules entry

@@ -76,6 +76,10 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "interruptions_per_hour": cost["interruptions_per_hour"],
         "degraded_fraction": cost["degraded_fraction"],
         "checkpoint_interval_s": cost["checkpoint_interval_s"],
+        # microbursts and bounded loss (cost/bursts.py)
+        "burst_round_loss": cost["burst_round_loss"],
+        "gradient_drop_fraction": cost["gradient_drop_fraction"],
+        "gradient_variance_increase": cost["gradient_variance_increase"],
     }
     return rec
 
@@ -98,6 +102,11 @@ def print_eval(rec: dict, console: Console | None = None):
                                 f"{rec['interruptions_per_hour']:.3g} interruptions/h, checkpoint every "
                                 f"{rec['checkpoint_interval_s'] / 60:.1f} min, {100 * rec['degraded_fraction']:.2g} % "
                                 f"of the time on fewer planes)")
+    if "burst_round_loss" in rec:
+        head.add_row("microbursts, bounded loss",
+                     f"{100 * rec['burst_round_loss']:.3g} % of a flow's rounds meet a buffer overflow; gradient "
+                     f"dropped {100 * rec['gradient_drop_fraction']:.3g} % (adds {100 * rec['gradient_variance_increase']:.3g} "
+                     f"% of |g|^2 in variance)")
     head.add_row("memory / GPU", f"{rec['memory_bytes'] / 2**30:.1f} GiB of {rec['memory_capacity_bytes'] / 2**30:.1f} "
                                  f"GiB usable")
     head.add_row("cross-building traffic", f"{rec['cross_building_bytes'] / 1e12:.3f} TB per step")

@@ -183,9 +183,32 @@ ARCH_RANGES = {
 }
 
 
+# Ranges of the network-layer fields of issue #13 items 3-4 (microbursts, plane switches, loss recovery timeouts,
+# bounded-loss deadlines, the gradient-noise tolerance): validated like RANGES; README's "Input ranges" table
+# documents them once its rows are added (tests/test_network_bursts.py says which are missing).
+NETWORK_RANGES = {
+    "level": {
+        "burst_rate_per_s": Range(0, 1e7, why="microbursts arriving at one port per second (Poisson)"),
+        "burst_duration_us": Range(0, 1e7, lo_open=True, why="mean microburst duration (exponential)"),
+        "burst_overload": Range(1, 1_000, why="arrival rate / port rate during a burst (incast degree)"),
+        "buffer_bytes": Range(0, 1e12, why="switch buffer a burst can fill at one port"),
+        "switch_failures_per_switch_hour": Range(0, 1, why="hard failures of one plane switch per hour"),
+        "gpus_per_switch": Range(1, 1_000_000, True, why="GPU NIC ports on one plane switch"),
+    },
+    "transport": {
+        "rto_us": Range(0, 1e8, lo_open=True, why="retransmission timeout for a lost tail, microseconds"),
+        "deadline_us": Range(0, 1e8, why="bounded-loss only: wait past a round's end before dropping"),
+    },
+    "training": {
+        "gradient_variance_tolerance": Range(0, 1_000, why="extra gradient variance / |g|^2 dropped data may add"),
+    },
+}
+MAX_LOSS_PHASES = 4  # phases of a transport's loss_schedule (params.py pads to this many)
+
+
 def ranges_of(kind: str) -> dict:
-    """Every range of a spec kind: RANGES and ARCH_RANGES together."""
-    return {**RANGES.get(kind, {}), **ARCH_RANGES.get(kind, {})}
+    """Every range of a spec kind: RANGES, ARCH_RANGES and NETWORK_RANGES together."""
+    return {**RANGES.get(kind, {}), **ARCH_RANGES.get(kind, {}), **NETWORK_RANGES.get(kind, {})}
 
 
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
@@ -553,7 +576,18 @@ class Level:
     link_flaps_per_link_hour: float = 0.0  # transient: down and up again within the transport's reroute time
     # Time to replace a failed optic/cable. Assumption (no published figure for AI fabrics): a few hours, the
     # on-site swap of a pluggable optic; set per system.
-    repair_s: float = 4 * 3600.0
+    repair_s: float = 4 * 3600.0  # also the time to replace a failed plane switch
+    # Plane switches (cost/goodput.py): a failed switch takes one plane of the gpus_per_switch NICs attached to it;
+    # the job depends on planes x (GPUs crossing the level) / gpus_per_switch of them. 0 (no data) by default.
+    switch_failures_per_switch_hour: float = 0.0
+    gpus_per_switch: int = 64
+    # Microbursts at one port of this level (cost/bursts.py): Poisson arrivals, exponential durations, arrivals at
+    # burst_overload x the port rate while one lasts, buffer_bytes of switch buffer before the port drops. A rate
+    # of 0 (the default) means no bursts; the other three then do not matter.
+    burst_rate_per_s: float = 0.0
+    burst_duration_us: float = 100.0
+    burst_overload: float = 2.0
+    buffer_bytes: float = 2.0**20
 
     def validate(self, file=None):
         key = f"levels.{self.name}"
@@ -616,6 +650,15 @@ class TransportSpec:
     # bound to one port): the retry counter runs out (NCCL_IB_TIMEOUT/RETRY_CNT), the QP goes to error and NCCL
     # aborts the job. With one plane nothing survives: the GPU has no other link.
     survives_link_failure: bool = False
+    # Retransmission timeout (cost/bursts.py): what a reliable transport waits when the tail of a round is lost and no
+    # later packet triggers a NAK/SACK. Only microbursts use it.
+    rto_us: float = 1000.0
+    # Bounded loss (DBLP, OptiReduce, MLT): a round of gradient traffic waits at most deadline_us past its expected
+    # end, then proceeds without the missing data if that is within the tolerated loss (cost/bursts.py).
+    deadline_us: float = 0.0
+    # Bounded loss: tolerated loss by training phase, ((until, tolerated_loss), ...) with `until` the fraction of
+    # training at which the phase ends (increasing, the last 1.0); empty: tolerated_loss throughout.
+    loss_schedule: tuple = ()
 
     def validate(self, file=None):
         key = f"transports.{self.name}"
@@ -624,6 +667,39 @@ class TransportSpec:
         _check(self.loss_recovery in LOSS_RECOVERY, f"{key}.loss_recovery", self.loss_recovery, "unknown",
                f"use one of {', '.join(LOSS_RECOVERY)}", file=file)
         _ranges(self, "transport", key + ".", file)
+        self._validate_schedule(key, file)
+
+    def _validate_schedule(self, key, file):
+        sched = self.loss_schedule
+        hint = "e.g. loss_schedule: [[0.1, 0.0], [0.9, 0.01], [1.0, 0.001]] (phase end as a fraction of training, loss)"
+        _check(isinstance(sched, (list, tuple)) and len(sched) <= MAX_LOSS_PHASES, f"{key}.loss_schedule", sched,
+               f"must be a list of at most {MAX_LOSS_PHASES} [until, tolerated_loss] pairs", hint, file=file)
+        prev = 0.0
+        for i, ph in enumerate(sched):
+            ok = (isinstance(ph, (list, tuple)) and len(ph) == 2
+                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in ph))
+            _check(ok, f"{key}.loss_schedule[{i}]", ph, "must be a pair [until, tolerated_loss] of numbers", hint,
+                   file=file)
+            _check(prev < ph[0] <= 1.0, f"{key}.loss_schedule[{i}]", ph,
+                   f"phase ends must increase within (0, 1] (previous {prev:g})", hint, file=file)
+            _check(0.0 <= ph[1] < 1.0, f"{key}.loss_schedule[{i}]", ph, "tolerated loss must be in [0, 1)", hint,
+                   file=file)
+            prev = ph[0]
+        if sched:
+            _check(prev == 1.0, f"{key}.loss_schedule", sched, "the last phase must end at 1.0 (all of training)",
+                   hint, file=file)
+            _check(self.loss_recovery == "bounded_loss", f"{key}.loss_schedule", sched,
+                   "only a bounded_loss transport drops data", "remove it or set loss_recovery: bounded_loss", file=file)
+
+    def phases(self) -> tuple:
+        """((weight, tolerated_loss), ...): the schedule as fractions of training (one phase if none is given)."""
+        if not self.loss_schedule:
+            return ((1.0, float(self.tolerated_loss)),)
+        out, prev = [], 0.0
+        for until, q in self.loss_schedule:
+            out.append((float(until) - prev, float(q)))
+            prev = float(until)
+        return tuple(out)
 
 
 BEST_KERNEL = "best"
@@ -677,6 +753,10 @@ class Training:
     checkpoint_write_s: float = 30.0
     restart_s: float = 600.0
     checkpoint_interval_s: float = 0.0  # 0: the optimal interval (Daly 2006), else this fixed interval
+    # Accuracy side of bounded-loss transports (cost/bursts.py): dropping a fraction d of the gradient and rescaling
+    # the rest by 1/(1-d) keeps it unbiased and adds d/(1-d) |g|^2 of variance. The transport may drop at most
+    # what keeps that below this tolerance, d <= tol/(1+tol), whatever its schedule allows. Assumption: 1 %.
+    gradient_variance_tolerance: float = 0.01
     framework: "Framework" = None  # the software stack (None: the calibration reference, Megatron-TE)
     # LoRA fine-tuning (Hu et al. 2021, arXiv 2106.09685): base weights frozen, rank-r adapters A (in x r) and
     # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA

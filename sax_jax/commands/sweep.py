@@ -16,7 +16,7 @@ from rich.table import Table
 
 from . import output_console, print_json, whole_number
 from .. import robust, uncertainty
-from ..config import load_scenario
+from ..config import OBJECTIVES, load_scenario
 from ..engine import DEFAULT_ENGINE
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
@@ -24,6 +24,8 @@ from ..search.checkpoint import ResumeError
 from ..space import AXES
 from ..specs import ConfigError
 from ..trust import print_warnings, warnings_for
+
+OBJECTIVE_ALIASES = {"goodput": "goodput_tokens_per_s", "step_time": "step_time_s", "throughput": "tokens_per_s"}
 
 # JAX's persistent compilation cache: a repeated sweep of the same shapes skips the ~10 s compile. Off with
 # --no-compile-cache or SAX_COMPILE_CACHE=0; elsewhere with JAX_COMPILATION_CACHE_DIR or SAX_COMPILE_CACHE_DIR.
@@ -235,6 +237,9 @@ def check_args(args, n_devices: int | None = None) -> None:
         host, _, port = args.coordinator.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(None, "--coordinator", args.coordinator, "must be HOST:PORT", "e.g. node0:1234")
+    if args.objective is not None and args.objective not in OBJECTIVES + tuple(OBJECTIVE_ALIASES):
+        raise ConfigError(None, "--objective", args.objective, "unknown objective",
+                          f"one of {', '.join(OBJECTIVES + tuple(OBJECTIVE_ALIASES))}")
     # --robust's flags: (value, lowest, highest); None when not given
     robust_flags = {"--samples": (args.samples, 1, MAX_SAMPLES), "--robust-top": (args.robust_top, 1, MAX_ROBUST_TOP),
                     "--seed": (args.seed, 0, MAX_SEED)}
@@ -267,6 +272,8 @@ def run(args) -> int:
     setup_compile_cache(jax, not args.no_compile_cache)
 
     scenario = load_scenario(args.scenario)
+    if args.objective is not None:  # overrides the scenario's (the fingerprint changes with it: --resume checks)
+        scenario = dataclasses.replace(scenario, objective=OBJECTIVE_ALIASES.get(args.objective, args.objective))
     console = output_console(args.json)
     try:
         signal.signal(signal.SIGTERM, _sigterm)
@@ -344,6 +351,9 @@ def register(sub):
     p.add_argument("--distinct", action="store_true",
                    help="top-k of distinct objective values: one design (the lowest index) per value, so designs "
                         "that differ only in knobs without effect there do not fill the list")
+    p.add_argument("--objective", default=None, metavar="NAME",
+                   help="rank by this instead of the scenario's objective: step_time_s, tokens_per_s, mfu, "
+                        "goodput_tokens_per_s (or goodput: tokens/s after failures and checkpoints)")
     p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
     p.add_argument("--devices", type=whole_number, default=None, metavar="N", help="use the first N devices (default all)")

@@ -17,7 +17,9 @@ from .lora import adapter_params_per_layer
 from .memory import params_per_gpu
 from .placement import group_members, layout_strides
 from .stages import slowest_stage
-from .transport import ecmp_table, effective_bandwidth, level_factors
+from .bursts import ring_flows_per_level
+from .placement import spans
+from .transport import GradientPath, ecmp_table, effective_bandwidth, gradient_factors, level_factors
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 
@@ -45,8 +47,11 @@ class Context(NamedTuple):
     grad_shards_building: jax.Array  # of them inside one building
     xb: jax.Array  # [L] 1 at the cross-building levels (campus, region), else 0
     is_network: jax.Array  # [L] 1 above the NVLink domain (node), else 0
-    alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission tail
+    alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission and microburst tails
     bw_Bps: jax.Array  # [L] per-GPU bandwidth when every GPU of a unit sends across its level
+    alpha_grad_s: jax.Array  # [L] the same for data-parallel gradient traffic (transport.gradient_factors)
+    bw_grad_Bps: jax.Array  # [L]
+    gradient: GradientPath  # its drops and their variance (bounded-loss transports; cost/bursts.py)
     bw_pp_Bps: jax.Array  # [L] per-GPU bandwidth of a pipeline hop (only boundary stages send)
     layer: LayerTimes
     logits_fwd_s: jax.Array
@@ -86,9 +91,14 @@ def context(params, d) -> Context:
     grad_k_building = jnp.where(inside, grad_k, 1.0)
     grad_k_across = jnp.where(inside, 1.0, grad_k)
 
-    factor, extra_latency_s, cap_Bps = level_factors(net, tr, ecmp_table(net), d.transport, d.qps, d.channels)
+    ecmp_tab = ecmp_table(net)
+    factor, extra_latency_s, cap_Bps = level_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
     alpha_s = net.latency_s + extra_latency_s
     bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
+    gradient = gradient_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels, ring_flows_per_level(grad_k),
+                                spans(grad_k), train.grad_var_tol)
+    alpha_grad_s = net.latency_s + gradient.extra_latency_s
+    bw_grad_Bps = effective_bandwidth(net, gradient.factor, cap_Bps, 1.0)
     bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
 
     layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp)
@@ -111,6 +121,7 @@ def context(params, d) -> Context:
         grad_k=grad_k, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
+        alpha_grad_s=alpha_grad_s, bw_grad_Bps=bw_grad_Bps, gradient=gradient,
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,

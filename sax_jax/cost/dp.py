@@ -55,30 +55,38 @@ def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps):
                       hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps))
 
 
-def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha_s, bw_Bps):
+def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha_s, bw_Bps,
+                   alpha_grad_s=None, bw_grad_Bps=None):
     """Per-step (gradient, parameter) communication seconds for the dp x cp group (before overlap).
 
     k_dp: participants per level of the whole group; k_inner/k_outer: the same split at the building
-    boundary (hsdp shards inside, replicates across).
+    boundary (hsdp shards inside, replicates across). alpha_grad_s/bw_grad_Bps: the levels as gradient traffic
+    sees them (a bounded-loss transport may drop it, microbursts wait for the slowest flow: transport.py);
+    alpha_s/bw_Bps by default.
     """
+    alpha_g = alpha_s if alpha_grad_s is None else alpha_grad_s
+    bw_g = bw_Bps if bw_grad_Bps is None else bw_grad_Bps
     # reduce-scatter and all-gather each cost half an all-reduce of the same size (NCCL has no tree
     # reduce-scatter: 'tree' charges half a tree all-reduce, its reduce phase)
-    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_s, bw_Bps)
+    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g)
     rs = 0.5 * ar
     ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
-    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_s, bw_Bps)
+    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     grad = jnp.select([sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP], [ar, rs, 0.0], hsdp_cross)
     param = jnp.select([sharding == Sharding.ZERO0, zero12], [0.0, ag], 0.0)
     return grad, param
 
 
-def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps):
-    """Per-microbatch ZeRO-3 traffic: all-gather weights in forward and backward, reduce-scatter grads."""
+def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps,
+                           alpha_grad_s=None, bw_grad_Bps=None):
+    """Per-microbatch ZeRO-3 traffic: all-gather weights in forward and backward, reduce-scatter grads (as
+    gradient traffic: alpha_grad_s/bw_grad_Bps, see dp_step_comm_s)."""
     k = jnp.where(sharding == Sharding.HSDP, k_inner, k_dp)
     ag = multirail_ring_reduce_scatter_s(k, layer_param_bytes_stage, alpha_s, bw_Bps)
-    rs = multirail_ring_reduce_scatter_s(k, grad_bytes_stage, alpha_s, bw_Bps)
+    rs = multirail_ring_reduce_scatter_s(k, grad_bytes_stage, alpha_s if alpha_grad_s is None else alpha_grad_s,
+                                         bw_Bps if bw_grad_Bps is None else bw_grad_Bps)
     return jnp.where(shards_weights(sharding), FSDP_GATHERS * ag + rs, 0.0)
 
 
@@ -101,7 +109,7 @@ def dp_term(ctx, d, train, gpu):
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
     fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
-                                    ctx.alpha_s, ctx.bw_Bps)
+                                    ctx.alpha_s, ctx.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps)
     # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
     fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
@@ -109,7 +117,8 @@ def dp_term(ctx, d, train, gpu):
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                     grad_bytes, step_param_bytes, ctx.alpha_s, ctx.bw_Bps)
+                                     grad_bytes, step_param_bytes, ctx.alpha_s, ctx.bw_Bps, ctx.alpha_grad_s,
+                                     ctx.bw_grad_Bps)
     buckets = jnp.maximum(trained_gpu / BUCKET_PARAMS, 1.0)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
     grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)

@@ -22,6 +22,21 @@ Three ways failures cost training time beyond the stalls already in the step (re
   (C + R seconds, no lost work), so one event costs min(repair_s / P, C + R) seconds; concurrent failures on
   different NICs are counted as if each slowed the step on its own (conservative again).
 
+Plane switches (Level.switch_failures_per_switch_hour, gpus_per_switch g): each of the job's NICs on a level has one
+port on each of the P planes, so the job depends on links_L x P / g plane switches; a failed one takes one plane of
+its g NICs at once. For a transport that does not survive, that is an interruption; for one that does, one degraded
+event (the synchronous step slows by P/(P-1) however many NICs lost the plane: the slowest sets the pace), costing
+min(repair_s / P, C + R) like a link. At a fixed g more planes mean more switches; a switch ASIC of fixed bandwidth
+has P times as many ports of 1/P the speed, so g scales with P in practice.
+
+Second failures (f = 2): a NIC that already lost a plane loses another at rate nu (P-1)/P while the first is repaired
+(nu = its plane-loss rate: link + P x switch): p2 = 1 - exp(-nu (P-1)/P x repair_s). The step slows by the worst
+NIC's P/(P-f), so an event that degraded n NICs (1 for a link, g for a switch) meets f = 2 with probability
+1 - (1 - p2)^n (the maximum over its NICs). With P = 2 the NIC has no plane left: an interruption even for a
+transport that survives one failure. With P > 2 the step slows by P/(P-2) for the overlap (repair_s / 2 on
+average): 1/P more of each second. The job rides an event out (repair_s / P plus the expected second-failure cost)
+or swaps onto spares (C + R), whichever costs less; only a ridden-out event has a degraded period.
+
 ETTR (effective training time ratio, Kokolis et al. HPCA 2025, "Revisiting reliability in large-scale machine
 learning research clusters") = useful x (1 - degraded loss per second); goodput = tokens/s x ETTR.
 All formulas are elementwise and finite for every input (lambda = 0 gives useful = tau / (tau + C) -> 1).
@@ -70,23 +85,49 @@ def degradation_slowdown(planes, failed_planes=1.0):
     return planes / jnp.maximum(planes - failed_planes, 1e-9)
 
 
+def second_failure_probability(nic_plane_loss_per_s, planes, repair_s):
+    """p2 = 1 - exp(-nu (P-1)/P R): another plane of a degraded NIC fails before the first is repaired."""
+    return -jnp.expm1(-nic_plane_loss_per_s * (planes - 1.0) / jnp.maximum(planes, 1.0) * repair_s)
+
+
 def goodput(ctx, d, params, tokens_per_s) -> Goodput:
     net, tr, train = params.net, params.transport, params.train
-    hard_per_s = job_links(ctx, net, train.n_gpus) * net.link_fail_per_s  # [L]
+    links = job_links(ctx, net, train.n_gpus)  # [L] NICs the job depends on per level
+    planes = jnp.maximum(net.planes, 1.0)
+    switches = links * planes / jnp.maximum(net.gpus_per_switch, 1.0)
+    link_events = links * net.link_fail_per_s  # [L] per second
+    switch_events = switches * net.switch_fail_per_s
+    hard_per_s = link_events + switch_events  # failure events, each taking one plane of >= 1 NIC
     ok = survives(net, tr, d.transport)  # [L]
-    rate_per_s = train.n_gpus * train.gpu_fail_per_s + jnp.sum(hard_per_s * (1.0 - ok))
     write_s, restart_s = train.checkpoint_write_s, train.restart_s
+    swap_s = write_s + restart_s  # checkpoint, restart onto spares: no degraded period, no lost work
+    # second failures (f = 2): a first event degrades 1 NIC (link) or g NICs (switch); the step slows by the worst
+    # NIC's P/(P-f), so an event meets f = 2 with probability 1 - (1 - p2)^nics (the maximum over its NICs)
+    nic_nu = net.link_fail_per_s + planes * net.switch_fail_per_s
+    p2 = second_failure_probability(nic_nu, planes, net.repair_s)
+    g = jnp.minimum(net.gpus_per_switch, jnp.maximum(links, 1.0))
+    p2_link = p2
+    p2_switch = -jnp.expm1(g * jnp.log1p(-jnp.minimum(p2, 1.0 - 1e-7)))
+    p2_event = (link_events * p2_link + switch_events * p2_switch) / jnp.maximum(hard_per_s, TINY_RATE)
+    dark = planes <= 2.0  # no plane left after two failures: the NIC is gone, the job is interrupted
+    # riding an event out costs 1/P of each second until the repair, plus 1/P more over the overlap with a second
+    # failure (P/(P-1) -> P/(P-2), repair / 2 on average) or, with two planes, an interruption (counted as one more
+    # restart here and in the interruption rate below); the job swaps onto spares when that is cheaper
+    lost_per_degraded_s = 1.0 - 1.0 / degradation_slowdown(planes)  # = 1/P
+    extra_per_s = 1.0 / degradation_slowdown(planes) - 1.0 / degradation_slowdown(planes, 2.0)  # = 1/P
+    second_cost_s = jnp.where(dark, swap_s, jnp.minimum(0.5 * net.repair_s * extra_per_s, swap_s))
+    ride_s = net.repair_s * lost_per_degraded_s + p2_event * second_cost_s
+    ride_out = ride_s <= swap_s
+    degraded_per_s = hard_per_s * ok  # [L]
+    dark_per_s = degraded_per_s * ride_out * p2_event * dark
+    rate_per_s = (train.n_gpus * train.gpu_fail_per_s + jnp.sum(hard_per_s * (1.0 - ok)) + jnp.sum(dark_per_s))
     mtbf_s = 1.0 / jnp.maximum(rate_per_s, TINY_RATE)
     interval_s = jnp.where(train.checkpoint_interval_s > 0, train.checkpoint_interval_s,
                            daly_interval_s(write_s, mtbf_s))
     useful = useful_fraction(interval_s, write_s, restart_s, rate_per_s)
 
-    # degraded periods: each survived failure loses min(repair / P, C + R) seconds (1/P of each degraded second)
-    planes = jnp.maximum(net.planes, 1.0)
-    lost_per_degraded_s = 1.0 - 1.0 / degradation_slowdown(planes)  # = 1/P
-    ride_out = net.repair_s * lost_per_degraded_s <= write_s + restart_s
-    cost_s = jnp.where(ride_out, net.repair_s * lost_per_degraded_s, write_s + restart_s)
-    degraded_per_s = hard_per_s * ok  # [L]
+    # degraded periods: each survived failure loses min(ride_s, C + R) seconds (the dark part is in useful above)
+    cost_s = jnp.where(ride_out, ride_s - jnp.where(dark, p2_event * second_cost_s, 0.0), swap_s)
     lost = jnp.clip(jnp.sum(degraded_per_s * cost_s), 0.0, 1.0)
     degraded = jnp.clip(jnp.sum(degraded_per_s * jnp.where(ride_out, net.repair_s, 0.0)), 0.0, 1.0)
     ettr = jnp.clip(useful, 0.0, 1.0) * (1.0 - lost)

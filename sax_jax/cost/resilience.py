@@ -4,7 +4,8 @@ per second of work = sum over crossed levels of event rate x reroute time, so th
 
 Events that stall (and do not end the job): failures the fabric routes around (the level's failure_rate_per_hour,
 per job), flaps of the GPUs' own links (down and up again; per link-hour, one link per GPU and crossed level) and
-hard failures of those links that the transport survives by leaving the failed plane (``survives``). Hard failures
+hard failures of those links and of plane switches that the transport survives by leaving the failed plane
+(``survives``). Hard failures
 it does not survive end the job: they are interruptions (cost/goodput.py), not stalls.
 """
 import jax.numpy as jnp
@@ -33,7 +34,10 @@ def survives(net, transport, t):
 def stall_term(ctx, d, net, transport, work_s, n_gpus):
     """(Term, step seconds with stalls) for a step whose failure-free time is ``work_s``."""
     links = job_links(ctx, net, n_gpus)
-    own_links_per_s = links * (net.link_flap_per_s + net.link_fail_per_s * survives(net, transport, d.transport))
+    ok = survives(net, transport, d.transport)
+    switches = links * jnp.maximum(net.planes, 1.0) / jnp.maximum(net.gpus_per_switch, 1.0)
+    own_links_per_s = (links * (net.link_flap_per_s + net.link_fail_per_s * ok)
+                       + switches * net.switch_fail_per_s * ok)  # survived plane-switch failures stall too
     # stall_per_s depends on placement and transport only, so a grid evaluation computes it once per pair
     stall_per_s = (jnp.sum(crossed_levels(ctx) * net.fail_per_s + own_links_per_s)
                    * transport.reroute_s[d.transport])

@@ -5,6 +5,8 @@
          + straggler (waiting for the slowest of N GPUs)
          + stall (expected failure stalls)
     goodput = tokens/s x ETTR (interruptions, checkpoints, degraded periods: goodput.py), beside the step
+    microbursts and bounded loss act inside the communication terms (transport.py, bursts.py); their per-round
+    loss and the gradient a bounded-loss transport drops are reported beside the step
 
 Each term lives in the module of its physical concern and returns a ``terms.Term``: its seconds, its
 cross-building bytes and its memory. The breakdown keys are the term names; cross-building traffic and
@@ -23,7 +25,7 @@ from .goodput import goodput
 from .moe import ep_term
 from .optimizer import optimizer_term
 from .pipeline import pipeline_terms
-from .resilience import stall_term
+from .resilience import crossed_levels, stall_term
 from .straggler import straggler_term
 from .tensor_parallel import tp_term
 from .terms import Breakdown, Cost
@@ -77,4 +79,7 @@ def step_time(params, d) -> Cost:
                                 ctx.dp_group.participants]),
         raw_step_time_s=total,
         **good._asdict(),
+        burst_round_loss=jnp.max(crossed_levels(ctx) * ctx.gradient.round_loss),
+        gradient_drop_fraction=ctx.gradient.dropped,
+        gradient_variance_increase=ctx.gradient.variance_increase,
     )

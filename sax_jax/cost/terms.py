@@ -59,9 +59,14 @@ class Cost(NamedTuple):
     checkpoint_interval_s: Array  # Daly's optimum unless the scenario fixes one
     ettr: Array  # effective training time ratio
     goodput_tokens_per_s: Array  # tokens/s x ettr; 0 when infeasible
+    # microbursts and bounded loss (cost/bursts.py, transport.gradient_factors)
+    burst_round_loss: Array  # per-round loss probability of one flow at the worst level the design crosses
+    gradient_drop_fraction: Array  # expected fraction of the gradient a bounded-loss transport drops (training mean)
+    gradient_variance_increase: Array  # the relative gradient variance that adds, d / (1 - d) (training mean)
 
 
 # What a report of one design carries (the rest of Cost is internal: per-level spans, the unmasked time).
 REPORT_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes", "feasible",
                  "violation", "breakdown", "goodput_tokens_per_s", "ettr", "interruptions_per_hour",
-                 "degraded_fraction", "checkpoint_interval_s")
+                 "degraded_fraction", "checkpoint_interval_s", "burst_round_loss", "gradient_drop_fraction",
+                 "gradient_variance_increase")
