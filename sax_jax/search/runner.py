@@ -10,6 +10,7 @@ METHODS = ("exhaustive", "evolution", "relaxed", "random")
 MAX_BUDGET = 10**9  # model evaluations; beyond this use `sax sweep` (exhaustive, streamed, resumable)
 MAX_SEED = 2**32 - 1
 MAX_SECONDS = 7 * 86400
+RATE_FLOOR_CPU, RATE_FLOOR_ACCEL = 1e6, 1e8  # designs/s that size --seconds searches' sub-grids
 
 
 def check_search_args(method: str, strategy: str | None = None, budget=5000, seed=0, seconds=None) -> None:
@@ -64,7 +65,10 @@ def calibrate(problem, seconds: float, budget: int, t0: float) -> int:
     evaluate_points(problem, digits)
     rate = len(digits) * problem.point_designs / max(time.perf_counter() - t, 1e-6)
     left = seconds - (time.perf_counter() - t0)
-    return int(max(problem.point_designs, min(budget, 0.7 * rate * max(left, 0.0))))
+    fits = max(problem.point_designs, 0.7 * rate * max(left, 0.0))
+    # a power of two: the strategies' plans (compiled scan lengths, schedules) depend on the budget, so a
+    # quantized budget reuses the compiled segments of an earlier search at a similar rate
+    return int(min(budget, 2 ** int(np.floor(np.log2(fits)))))
 
 
 def run_search(scenario, method: str, strategy: str | None = None, budget: int = 5000, seed: int = 0,
@@ -81,9 +85,15 @@ def run_search(scenario, method: str, strategy: str | None = None, budget: int =
     check_search_args(method, strategy, budget, seed, seconds)
     if method == "exhaustive":
         return _exhaustive(scenario, progress is not None)
-    problem = problem_for(scenario, budget, subgrid)
     asked, asked_s = budget, seconds
-    if seconds is not None:
+    if seconds is None:
+        problem = problem_for(scenario, budget, subgrid)
+    else:
+        # sub-grids sized from a fixed floor rate, not the measured one: the same --seconds picks the same
+        # problem (one compile), whatever the machine's load; the budget then comes from the measured rate
+        import jax
+        floor = RATE_FLOOR_CPU if jax.devices()[0].platform == "cpu" else RATE_FLOOR_ACCEL
+        problem = problem_for(scenario, int(min(budget, seconds * floor)), subgrid)
         budget = calibrate(problem, seconds, budget, t0)
         seconds = max(seconds - (time.perf_counter() - t0), 1e-3)
     if method == "evolution":
