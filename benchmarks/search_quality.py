@@ -2,6 +2,14 @@
 
     python benchmarks/search_quality.py --json                 # full suite, all methods, budget 10000
     python benchmarks/search_quality.py --scenarios h100-llama8b 2b-llama405b --methods relaxed random
+    python benchmarks/search_quality.py --hard --json          # 22 spaces of 1.26e9, budget 1e-4 of each
+    python benchmarks/search_quality.py --speed-only --json    # sweep vs search designs/s on one scenario
+
+``--hard``: the exact optimum of each 1.26e9-design variant comes from the streaming sweep, cached under
+sweeps/search_suite/ by scenario fingerprint (the first run builds it: ~30 s per scenario on 2 CPU cores);
+every search gets ``--fraction`` (default 1e-4) of the space. Searches evaluate sub-grids (``search/subgrid.py``)
+unless ``--flat``. ``speed`` compares, on ``--speed-scenario`` (default: the bundled ``default``), the sweep's
+designs/s with an evolution search's (warm, budget ``--speed-budget``), both measured in this process.
 
 For every scenario of ``search_suite.SUITE`` (>= 20 variants, 1.24M points each) the exact optimum comes from a
 brute-force pass; every method then runs at the same evaluation budget (random search is the floor). Per method:
@@ -23,9 +31,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from search_suite import brute_force, problems  # noqa: E402
+from search_suite import brute_force, exact_optimum, load_suite, problems  # noqa: E402
 from sax_jax.search.evolution import DEFAULT_STRATEGY, STRATEGIES, evolve  # noqa: E402
 from sax_jax.search.genome import design_dict  # noqa: E402
+from sax_jax.search.runner import problem_for  # noqa: E402
 from sax_jax.search.random_search import random_search  # noqa: E402
 from sax_jax.search.relaxed import relaxed_search  # noqa: E402
 
@@ -42,6 +51,31 @@ def run_method(method: str, problem, budget: int, seed: int):
     raise ValueError(f"unknown method {method!r}; methods: {', '.join(METHODS)}")
 
 
+def speed(scenario_name: str, budget: int, repeat: int = 3) -> dict:
+    """Designs/s of the sweep (the whole space, warm) and of an evolution search (DE, warm) on one scenario,
+    alternated ``repeat`` times (the best of each: a shared machine's load hits both alike)."""
+    from sax_jax import load_scenario
+    from sax_jax.engine import Engine
+    from sax_jax.search.exhaustive import sweep
+    sc = load_scenario(scenario_name)
+    engine = Engine()
+    sweep(sc, top_k=10, progress=False, engine=engine)  # compiles
+    pb = problem_for(sc, budget)
+    evolve(pb, DEFAULT_STRATEGY, budget=budget, seed=1)  # compiles
+    sw, se = [], []
+    for i in range(repeat):
+        t = time.perf_counter()
+        r = sweep(sc, top_k=10, progress=False, engine=engine)
+        sw.append(r.n_designs / (time.perf_counter() - t))
+        s = evolve(pb, DEFAULT_STRATEGY, budget=budget, seed=i)
+        se.append(s.evaluations / s.seconds)
+    return {"scenario": sc.name, "space_size": sc.space.size, "sweep_designs_per_s": max(sw),
+            "search_designs_per_s": max(se), "search_to_sweep": max(se) / max(sw), "search_budget": budget,
+            "search_evaluations": s.evaluations, "designs_per_point": pb.point_designs,
+            "inner_axes": list(pb.full.names[pb.subgrid.split:]) if pb.subgrid else [],
+            "sweep_runs": sw, "search_runs": se}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -50,6 +84,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tolerance", type=float, default=0.01, help="success: within this of the optimum")
     ap.add_argument("--methods", nargs="+", default=list(METHODS), help=f"subset of {', '.join(METHODS)}")
     ap.add_argument("--scenarios", nargs="+", default=None, help="subset of suite names")
+    ap.add_argument("--hard", action="store_true", help="the 1.26e9-design suite (exact optima from the sweep, cached)")
+    ap.add_argument("--fraction", type=float, default=1e-4, help="with --hard: budget as a fraction of the space")
+    ap.add_argument("--flat", action="store_true", help="searches evaluate single designs, not sub-grids")
+    ap.add_argument("--speed-scenario", default="default", help="scenario of the sweep vs search speed comparison")
+    ap.add_argument("--speed-budget", type=float, default=2e6, help="designs of the timed search")
+    ap.add_argument("--speed-only", action="store_true", help="only the speed comparison")
+    ap.add_argument("--no-speed", action="store_true", help="skip the speed comparison")
     args = ap.parse_args(argv)
     for m in args.methods:
         if m not in METHODS:
@@ -57,27 +98,46 @@ def main(argv=None) -> int:
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else print
 
     t0 = time.perf_counter()
-    suite = problems(args.scenarios)
+    speed_rec = None if args.no_speed else speed(args.speed_scenario, int(args.speed_budget))
+    if speed_rec:
+        log(f"speed on {speed_rec['scenario']}: sweep {speed_rec['sweep_designs_per_s']:.3g} designs/s, search "
+            f"{speed_rec['search_designs_per_s']:.3g} ({100 * speed_rec['search_to_sweep']:.0f}%)")
+    if args.speed_only:
+        print(json.dumps({"benchmark": "search_quality", "device": jax.devices()[0].device_kind,
+                          "speed": speed_rec}, indent=1, default=float))
+        return 0
+    if args.hard:
+        args.budget = None
+        suite = []
+        for sc in load_suite(args.scenarios, hard=True):
+            truth = exact_optimum(sc, log=log)
+            budget = int(args.fraction * sc.space.size)
+            suite.append((sc, problem_for(sc, 1 if args.flat else budget), truth, budget))
+    else:
+        suite = [(sc, pb, None, args.budget) for sc, pb in problems(args.scenarios)]
     rows, warm = [], set()
     stats = {m: {"ok": 0, "runs": 0, "evals": 0, "seconds": 0.0, "compile": 0.0, "ratios": []} for m in args.methods}
-    for sc, pb in suite:
+    for sc, pb, truth, budget in suite:
         t = time.perf_counter()
-        truth = brute_force(pb)
+        if truth is None:
+            truth = brute_force(pb)
+            truth["design"] = design_dict(pb, truth["digits"])
+            truth["sweep_seconds"] = time.perf_counter() - t
         row = {"name": sc.name, "model": sc.model.name, "system": sc.system.name, "n_gpus": sc.system.n_gpus,
-               "size": pb.size, "n_feasible": truth["n_feasible"], "optimum_step_time_s": truth["value"],
-               "optimum_design": design_dict(pb, truth["digits"]), "exhaustive_seconds": time.perf_counter() - t,
-               "results": {}}
+               "size": sc.space.size, "n_feasible": truth["n_feasible"], "optimum_step_time_s": truth["value"],
+               "optimum_design": truth["design"], "exhaustive_seconds": truth["sweep_seconds"],
+               "budget": budget, "designs_per_point": pb.point_designs, "results": {}}
         shape = (len(sc.system.levels), tuple(pb.radices))
         for m in args.methods:
             st = stats[m]
             if (m, shape) not in warm:  # compile once per space/system shape, timed apart
                 t = time.perf_counter()
-                run_method(m, pb, args.budget, 10_000)
+                run_method(m, pb, budget, 10_000)
                 st["compile"] += time.perf_counter() - t
                 warm.add((m, shape))
             res = []
             for seed in range(args.seeds):
-                r = run_method(m, pb, args.budget, seed)
+                r = run_method(m, pb, budget, seed)
                 ratio = r.value / truth["value"]
                 ok = bool(ratio <= 1.0 + args.tolerance)
                 st["ok"] += ok
@@ -98,7 +158,8 @@ def main(argv=None) -> int:
         mean_evals = st["evals"] / n
         ratios = np.asarray(st["ratios"])
         methods[m] = {"success_rate": st["ok"] / n, "mean_evaluations": mean_evals,
-                      "fraction_of_space": mean_evals / float(np.mean([pb.size for _, pb in suite])),
+                      "fraction_of_space": mean_evals / float(np.mean([sc.space.size for sc, *_ in suite])),
+                      "designs_per_s": st["evals"] / max(st["seconds"], 1e-9),
                       "seconds": st["seconds"] / n, "compile_seconds": st["compile"],
                       "median_ratio_to_optimum": float(np.median(ratios)) if len(ratios) else None,
                       "worst_ratio_to_optimum": float(np.max(ratios)) if len(ratios) else None, "runs": st["runs"]}
@@ -108,6 +169,8 @@ def main(argv=None) -> int:
     elif evo:
         methods["evolution"] = dict(methods[evo[0]], strategy=evo[0].split("/", 1)[1])
     out = {"benchmark": "search_quality", "device": jax.devices()[0].device_kind, "budget": args.budget,
+           "suite": "hard" if args.hard else "small", "fraction": args.fraction if args.hard else None,
+           "subgrid": not args.flat, "speed": speed_rec,
            "seeds": args.seeds, "tolerance": args.tolerance, "n_scenarios": len(rows),
            "total_seconds": time.perf_counter() - t0, "methods": methods, "scenarios": rows}
     if args.json:

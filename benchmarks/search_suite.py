@@ -1,16 +1,26 @@
-"""The search-quality suite: scenario variants generated from configs/ models and systems, and the exact
-optimum of each by brute force.
+"""The search-quality suites: scenario variants generated from configs/ models and systems, and the exact
+optimum of each.
 
-Every variant shares one space *shape* (12 axes, 1,244,160 points) so a search compiles once per system shape
-(number of levels), while option values follow the model's size (big models get wider tp/pp). Each variant is
-written as an ordinary scenario YAML (in a temporary directory) and read back with ``load_scenario``, so the
-suite exercises exactly what users load.
+``SUITE`` (small): every variant shares one space *shape* (12 axes, 1,244,160 points) so a search compiles once
+per system shape (number of levels), while option values follow the model's size (big models get wider tp/pp);
+the exact optimum comes from a brute-force pass (seconds).
+
+``hard`` (``HARD`` axes, the same 22 model/system/batch entries): every space widened to 1.26e9 designs
+(14 axes), the exact optimum and the exact Pareto fronts from the streaming sweep (``search.exhaustive``,
+~30 s per scenario on 2 CPU cores), cached on disk under ``sweeps/search_suite/`` (gitignored) by the
+scenario's fingerprint (model, system, training, transports, options, objective), so the suite is built once
+and a changed scenario or model is swept again.
+
+Each variant is written as an ordinary scenario YAML (in a temporary directory) and read back with
+``load_scenario``, so the suites exercise exactly what users load.
 """
 from __future__ import annotations
 
 import functools
+import json
 import os
 import tempfile
+import time
 
 import jax
 import jax.numpy as jnp
@@ -66,7 +76,34 @@ SUITE = (
 )
 
 
-def scenario_dict(name, model, system, gbs, seq, template) -> dict:
+# The hard suite: the same entries, every axis widened (tp 5 x cp 4 x pp 6 x vpp 3 x mbs 4 x recompute 3 x
+# placement 12 x transport 3 x qps 5 x channels 6 x schedule 6 x sharding 5 x dp_algo 3 x overlap 3 =
+# 1,259,712,000 designs). tp/pp templates as above, one option more each.
+HARD = {
+    "cp": [1, 2, 4, 8],
+    "vpp": [1, 2, 4],
+    "mbs": [1, 2, 4, 8],
+    "qps": ["auto", 1, 2, 4, 8],
+    "channels": ["auto", 2, 4, 8, 16, 64],
+    "schedule": ["gpipe", "1f1b", "interleaved", "zb-h1", "zb-h2", "latency-aware"],
+    "recompute": ["none", "selective", "full"],
+    "sharding": ["zero0", "zero1", "zero2", "fsdp", "hsdp"],
+    "placement": ["tp-cp-dp-pp", "tp-cp-pp-dp", "tp-pp-cp-dp", "tp-dp-cp-pp", "cp-tp-dp-pp", "tp-pp-dp-cp",
+                  "pp-tp-cp-dp", "dp-tp-cp-pp", "cp-dp-tp-pp", "tp-dp-pp-cp", "pp-dp-tp-cp", "dp-pp-tp-cp"],
+    "transport": ["ecmp_gbn", "ecmp_qp4", "spray_sr"],
+    "dp_algo": ["ring", "tree", "hierarchical"],
+    "overlap": ["none", "dp", "dp+tp"],
+}
+HARD_SMALL = {"tp": [1, 2, 4, 8, 16], "pp": [1, 2, 4, 8, 16, 32]}
+HARD_LARGE = {"tp": [1, 2, 4, 8, 16], "pp": [2, 4, 8, 16, 32, 64]}
+
+
+def scenario_dict(name, model, system, gbs, seq, template, hard: bool = False) -> dict:
+    if hard:
+        space = {**(HARD_LARGE if template is LARGE else HARD_SMALL), **HARD}
+        name = name + "-hard"
+    else:
+        space = {**template, **COMMON}
     return {
         "name": name,
         "description": f"search-quality suite: {model} on {system}, {gbs} x {seq}-token sequences",
@@ -74,7 +111,7 @@ def scenario_dict(name, model, system, gbs, seq, template) -> dict:
         "system": os.path.join(CONFIGS, "systems", system + ".yaml"),
         "transports": os.path.join(CONFIGS, "network", "transports.yaml"),
         "training": {"global_batch_sequences": gbs, "seq_len": seq, "precision": "bf16"},
-        "space": {**template, **COMMON},
+        "space": space,
         "objective": "step_time_s",
     }
 
@@ -84,16 +121,51 @@ def _dir() -> str:
     return tempfile.mkdtemp(prefix="sax-search-suite-")
 
 
-def load_suite(names=None) -> list:
-    """Scenarios of the suite (optionally only those named)."""
+def load_suite(names=None, hard: bool = False) -> list:
+    """Scenarios of the suite (optionally only those named; names without the ``-hard`` suffix)."""
     out = []
     for entry in SUITE:
         if names and entry[0] not in names:
             continue
-        path = os.path.join(_dir(), entry[0] + ".yaml")
+        data = scenario_dict(*entry, hard=hard)
+        path = os.path.join(_dir(), data["name"] + ".yaml")
         with open(path, "w") as fh:
-            yaml.safe_dump(scenario_dict(*entry), fh, sort_keys=False)
+            yaml.safe_dump(data, fh, sort_keys=False)
         out.append(load_scenario(path))
+    return out
+
+
+CACHE_DIR = os.path.join(ROOT, "sweeps", "search_suite")
+
+
+def exact_optimum(scenario, cache_dir: str = CACHE_DIR, log=None) -> dict:
+    """The exact optimum and Pareto fronts of a scenario from the streaming sweep, cached by fingerprint.
+
+    Returns {"fingerprint", "value" (step time of the best design), "index", "design", "n_feasible",
+    "space_size", "pareto" ({front: [[t, y], ...]}), "sweep_seconds", "sweep_designs_per_s"}."""
+    from sax_jax.search.exhaustive import sweep
+    path = os.path.join(cache_dir, f"{scenario.name}-{scenario.fingerprint}.json")
+    if os.path.exists(path):
+        with open(path) as fh:
+            return json.load(fh)
+    t = time.perf_counter()
+    r = sweep(scenario, top_k=1, progress=False)
+    best = r.top[0] if r.top else None
+    fronts = {name: [[p["step_time_s"], p[key]] for p in pts]
+              for (name, pts), key in zip(r.pareto.items(), ("memory_bytes", "cross_building_bytes"))}
+    out = {"fingerprint": scenario.fingerprint, "scenario": scenario.name, "space_size": scenario.space.size,
+           "value": best["step_time_s"] if best else None, "index": best["index"] if best else None,
+           "design": best["design"] if best else None, "n_feasible": r.n_feasible, "pareto": fronts,
+           "truncated": r.truncated, "sweep_seconds": time.perf_counter() - t, "compile_s": r.compile_s,
+           "sweep_designs_per_s": r.designs_per_s, "device_kind": r.device_kind}
+    os.makedirs(cache_dir, exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as fh:
+        json.dump(out, fh)
+    os.replace(tmp, path)  # a killed build leaves no half-written entry
+    if log:
+        log(f"swept {scenario.name}: {scenario.space.size:.3g} designs in {out['sweep_seconds']:.1f} s, "
+            f"optimum {out['value']}")
     return out
 
 
@@ -128,3 +200,9 @@ def brute_force(problem, chunk: int = 1 << 16) -> dict:
 
 def problems(names=None):
     return [(sc, scenario_problem(sc)) for sc in load_suite(names)]
+
+
+if __name__ == "__main__":  # build (or check) the hard suite's cache: python benchmarks/search_suite.py [names]
+    import sys
+    for sc in load_suite(sys.argv[1:] or None, hard=True):
+        exact_optimum(sc, log=lambda m: print(m, flush=True))

@@ -3,7 +3,8 @@
 Prints JSON: n_designs, designs_per_s (steady state: the median of --repeat runs of the compiled program, with
 their range), compile_s (first run), seconds, device_kind, devices, flops_per_design (XLA cost analysis of the
 block program / designs per block) and the achieved fraction of the device's peak FLOP/s (peak from
---peak-flops or a table by device kind).
+--peak-flops or a table by device kind), and the achieved fraction of a measured ceiling: a fused fp32 FMA chain
+(``fma_ceiling``; ~263 FLOPs per design, so ceiling / 263 is the evaluator's designs/s limit).
 
     python benchmarks/throughput.py --json                 # the whole default space (6.56M designs)
     python benchmarks/throughput.py --max-designs 2000000
@@ -41,6 +42,31 @@ def peak_flops(device) -> tuple:
     return float("nan"), "unknown"
 
 
+def fma_ceiling(device, n: int | None = None, steps: int = 256, repeat: int = 5) -> float:
+    """Measured fp32 FLOP/s ceiling: a fused chain of ``steps`` FMAs (x = x * a + b) per element over ``n``
+    float32 elements, one XLA fusion (the chain is unrolled, so nothing but FMAs and one read/write of x).
+    2 FLOPs per FMA; the best of ``repeat`` warm runs."""
+    import jax
+    import jax.numpy as jnp
+    n = n or (1 << 16 if device.platform == "cpu" else 1 << 24)
+
+    @jax.jit
+    def chain(x, a, b):
+        for _ in range(steps):
+            x = x * a + b
+        return x
+
+    x = jax.device_put(jnp.linspace(0.0, 1.0, n, dtype=jnp.float32), device)
+    a, b = jnp.float32(0.999), jnp.float32(1e-3)
+    chain(x, a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        chain(x, a, b).block_until_ready()
+        best = min(best, time.perf_counter() - t)
+    return 2.0 * steps * n / best
+
+
 def block_flops(engine, result) -> float:
     """FLOPs of the engine's latest compiled block program (XLA's cost analysis), per design of the block."""
     comp = engine.latest_program
@@ -57,6 +83,7 @@ def main(argv=None):
     ap.add_argument("--devices", type=int, default=None)
     ap.add_argument("--peak-flops", type=float, default=None)
     ap.add_argument("--repeat", type=int, default=5, help="steady-state runs (the median is reported)")
+    ap.add_argument("--no-ceiling", action="store_true", help="skip the fused-FMA ceiling microbenchmark")
     ap.add_argument("--json", action="store_true", help="(output is always JSON; kept for the documented command)")
     args = ap.parse_args(argv)
 
@@ -79,6 +106,7 @@ def main(argv=None):
     dev = jax.devices()[0]
     peak, peak_src = (args.peak_flops, "--peak-flops") if args.peak_flops else peak_flops(dev)
     fpd = block_flops(engine, steady)
+    ceiling = float("nan") if args.no_ceiling else fma_ceiling(dev)  # after the sweeps: their timing is untouched
     out = {
         "benchmark": "throughput", "scenario": sc.name, "n_designs": steady.n_designs,
         "n_feasible": steady.n_feasible, "designs_per_s": steady.n_designs / wall, "seconds": wall,
@@ -87,6 +115,8 @@ def main(argv=None):
         "platform": dev.platform, "devices": steady.devices, "chunk_designs": steady.chunk_designs,
         "flops_per_design": fpd, "achieved_flops_per_s": fpd * steady.n_designs / wall, "peak_flops": peak,
         "peak_source": peak_src, "fraction_of_peak": fpd * steady.n_designs / wall / peak,
+        "ceiling_flops_per_s": ceiling, "fraction_of_ceiling": fpd * steady.n_designs / wall / ceiling,
+        "ceiling_source": "fused fp32 FMA chain (fma_ceiling), measured here",
         "best": {"index": steady.top[0]["index"], "step_time_s": steady.top[0]["step_time_s"],
                  "design": steady.top[0]["design"]} if steady.top else None,
         "jax": jax.__version__,

@@ -1,5 +1,5 @@
-"""`sax search SCENARIO --method {exhaustive,evolution,relaxed,random} [--strategy NAME] [--budget N] [--seed S]
-[--json]`: find a fast design and report it as a speedup over the scenario's named baselines.
+"""`sax search SCENARIO --method {exhaustive,evolution,relaxed,random} [--strategy NAME] [--budget N]
+[--seconds S] [--seed S] [--flat] [--json]`: find a fast design and report it as a speedup over the scenario's named baselines.
 
 Same seed, same result. ``--json`` prints one object: {"method", "best": {"design", "step_time_s", ...},
 "evaluations", "seconds", "speedup_vs": {BASELINE: ratio}, ...}.
@@ -50,7 +50,11 @@ def print_record(rec: dict, console: Console | None = None):
     if rec.get("budget") and rec["evaluations"] < rec["budget"]:
         ev += f"; budget {rec['budget']:,}, used in whole generations/batches"
     t.add_row("evaluations", ev)
-    t.add_row("seconds", f"{rec['seconds']:.2f}")
+    t.add_row("seconds", f"{rec['seconds']:.2f}" + (f" (limit {rec['seconds_limit']:g})"
+                                                     if rec.get("seconds_limit") else ""))
+    if rec.get("designs_per_point", 1) > 1:
+        t.add_row("search points", f"sub-grids of {rec['designs_per_point']:,} designs over "
+                                   f"{', '.join(rec['inner_axes'])}, {rec['designs_per_s']:.3g} designs/s")
     con.print(t)
     b = Table(title="speedup over the scenario's baselines")
     b.add_column("baseline")
@@ -79,18 +83,23 @@ def run(args) -> int:
                           args.budget if args.budget is not None else args.seed,
                           "does not apply to --method exhaustive (it evaluates every design)",
                           "drop it, or pick --method evolution/relaxed/random")
-    args.budget = 5000 if args.budget is None else args.budget
+    if args.method == "exhaustive" and args.seconds is not None:
+        raise ConfigError(None, "--seconds", args.seconds, "does not apply to --method exhaustive",
+                          "drop it, or pick --method evolution/relaxed/random")
+    # with --seconds alone the time limits the search (the budget is sized from the measured rate)
+    args.budget = (MAX_BUDGET if args.seconds is not None else 5000) if args.budget is None else args.budget
     args.seed = 0 if args.seed is None else args.seed
-    check_search_args(args.method, args.strategy, args.budget, args.seed)  # before anything is compiled
+    check_search_args(args.method, args.strategy, args.budget, args.seed, args.seconds)  # before any compile
     check_robust_args(args)
     scenario = load_scenario(args.scenario)
     bar, update = _progress_bar(not args.json and sys.stderr.isatty() and args.method != "random")
     if bar is not None:
         with bar:
-            rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed, update)
+            rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed, update,
+                             seconds=args.seconds, subgrid=not args.flat)
     else:
         rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed,
-                         None if args.json else (lambda f, b: None))
+                         None if args.json else (lambda f, b: None), seconds=args.seconds, subgrid=not args.flat)
     best = (rec.get("best") or {}).get("design")
     rec["warnings"] = warnings_for(scenario, [best] if best else [])
     if args.robust and best and rec["best"].get("step_time_s") is not None:
@@ -122,6 +131,12 @@ def register(sub):
     p.add_argument("--budget", type=whole_number, default=None,
                    help=f"model evaluations at most, 1 to {MAX_BUDGET:,} (default 5000); evolution uses whole "
                         "generations, so it may stop a little below")
+    p.add_argument("--seconds", type=float, default=None, metavar="S",
+                   help="wall-time limit: the budget is cut to what the measured evaluation rate allows in S "
+                        "seconds, and the search stops between generations once S have passed; without --budget "
+                        "the time alone limits it")
+    p.add_argument("--flat", action="store_true",
+                   help="evaluate single designs (flat batches) instead of sub-grids of the last axes")
     p.add_argument("--seed", type=whole_number, default=None, help="random seed, 0 to 2**32-1 (default 0; same seed, same "
                                                            "result)")
     p.add_argument("--robust", action="store_true",

@@ -22,9 +22,9 @@ import numpy as np
 import optax
 from evosax.algorithms import CMA_ES, DifferentialEvolution, SimpleGA, SimulatedAnnealing
 
-from .genome import (Archive, Problem, SearchResult, archive_init, archive_update, digits_to_genome,
-                     evaluate_digits, explore, explore_count, genome_to_digits, multi_polish, polish_reserve,
-                     safe_fitness)
+from .genome import (Archive, Problem, SearchResult, archive_init, archive_update, complete, digits_to_genome,
+                     evaluate_digits, explore, explore_count, fitness_outputs, genome_to_digits, multi_polish,
+                     points_budget, polish_reserve, safe_fitness)
 
 STRATEGIES = ("cma_es", "ga", "de", "sa")
 DEFAULT_STRATEGY = "de"  # the most reliable on the search-quality suite (benchmarks/search_quality.py)
@@ -107,7 +107,7 @@ def _segment(aux, carry, es_params, *, fitness_fn, radices, strategy, popsize, t
         if strategy != "cma_es":  # repair (Lamarckian): what is evaluated is what the strategy remembers
             pop = jnp.clip(pop, 0.0, 1.0)
         digits = genome_to_digits(pop, radices)
-        f, v = fitness_fn(aux, digits)  # the whole generation in one batched call
+        f, v = fitness_outputs(fitness_fn(aux, digits))  # the whole generation in one batched call
         f = safe_fitness(f)
         # CMA-ES samples outside [0, 1], where the clipped genome is a plateau it would drift on: a quadratic
         # boundary penalty pulls the mean back (zero inside the box, so the archive is unaffected).
@@ -130,14 +130,19 @@ def plan(budget: int, popsize: int, reserve: int, population_based: bool) -> tup
 
 def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 5000, seed: int = 0,
            popsize: int | None = None, do_polish: bool = True, do_explore: bool = True,
-           progress=None) -> SearchResult:
-    """Run one evosax strategy on ``problem`` with at most ``budget`` evaluations (unless the budget is below
-    one generation). ``progress(fraction, best_value)`` is called between segments."""
+           progress=None, seconds: float | None = None) -> SearchResult:
+    """Run one evosax strategy on ``problem`` with at most ``budget`` evaluations (designs; a sub-grid point
+    costs ``problem.point_designs``) unless the budget is below one generation, and, with ``seconds``, stop
+    between segments (and polish rounds) once that much wall time has passed. ``progress(fraction,
+    best_value)`` is called between segments. The result's digits cover every axis (``genome.complete``)."""
     strategy = strategy_name(strategy)
     popsize = int(popsize or POPSIZE[strategy])
     if strategy == "de":
         popsize = max(popsize, 4)
     t0 = time.perf_counter()
+    deadline = None if seconds is None else t0 + float(seconds)
+    unit = problem.point_designs
+    budget = points_budget(problem, budget)
     key, k_explore = jax.random.split(jax.random.PRNGKey(seed))
     n_explore = explore_count(problem, int(budget)) if do_explore else 0
     seeds = explore(problem, k_explore, n_explore, problem.anchors)
@@ -150,9 +155,13 @@ def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 500
     carry = _init(problem, algo, es_params, key, strategy, popsize, seeds)
     evaluations = n_explore + (popsize if pop_init else 0)
     history = []
+    done = 0
     for s in range(segments):
+        if deadline is not None and s > 0 and time.perf_counter() >= deadline:
+            break
         carry, best = _segment(problem.aux, carry, es_params, n_gens=per, **static)
         evaluations += per * popsize
+        done += per
         history.append(np.asarray(best))
         if progress is not None:
             progress((s + 1) / segments, float(best[-1]))
@@ -161,9 +170,10 @@ def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 500
     local = False
     if do_polish and left > 0:  # the search's best, then the best explored points while budget remains
         digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]],
-                                                           [fitness, *seeds[1][:2]], left, seed)
+                                                           [fitness, *seeds[1][:2]], left, seed, deadline)
         evaluations += used
-    return SearchResult(method="evolution", strategy=strategy, digits=np.asarray(digits), value=value,
-                        fitness=fitness, evaluations=evaluations, seconds=time.perf_counter() - t0,
+    return SearchResult(method="evolution", strategy=strategy, digits=complete(problem, digits), value=value,
+                        fitness=fitness, evaluations=evaluations * unit, seconds=time.perf_counter() - t0,
                         history=np.concatenate(history) if history else np.zeros(0), seed=seed,
-                        extras={"local_optimum": local, "popsize": popsize, "generations": total})
+                        extras={"local_optimum": local, "popsize": popsize, "generations": done,
+                                "designs_per_point": unit})

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -50,6 +51,14 @@ class Problem:
     perm: tuple = ()  # per axis: digit -> index into the scenario's option list
     numeric: tuple = ()  # per axis: True where options are ordered numbers (default: ``relaxable``)
     anchors: tuple = ()  # digits of known-good designs (a scenario's baselines) that seed the strategies
+    # sub-grid problems (``subgrid.py``): a point is the outer digits of a whole grid of inner designs
+    subgrid: Any = None  # subgrid.Spec, or None for a flat problem (a point is one design)
+    full: Any = None  # the flat Problem of all axes (reporting, design_dict), for a sub-grid problem
+
+    @property
+    def point_designs(self) -> int:
+        """Designs one point of the problem evaluates (what it costs of a budget in designs)."""
+        return 1 if self.subgrid is None else self.subgrid.inner_n
 
     @property
     def n_axes(self) -> int:
@@ -124,10 +133,16 @@ def archive_update(arc: Archive, digits, fitness, value) -> Archive:
 
 
 # ---------------------------------------------------------------------------------------------- host-side evaluation
+def fitness_outputs(out):
+    """(fitness, value) of a fitness_fn's outputs (a sub-grid fitness also returns the best inner index)."""
+    return out[0], out[1]
+
+
 @functools.partial(jax.jit, static_argnames=("fitness_fn",))
 def _evaluate(aux, digits, *, fitness_fn):
-    f, v = fitness_fn(aux, digits)
-    return safe_fitness(f), v
+    out = fitness_fn(aux, digits)
+    extra = out[2] if len(out) > 2 else jnp.zeros(digits.shape[:1], jnp.int32)
+    return safe_fitness(out[0]), out[1], extra
 
 
 def block_size(problem: Problem) -> int:
@@ -136,19 +151,45 @@ def block_size(problem: Problem) -> int:
     return int(max(64, 1 << int(np.ceil(np.log2(sum(problem.radices))))))
 
 
-def evaluate_digits(problem: Problem, digits):
-    """(fitness, exact value) numpy arrays of digits [B, n], evaluated in padded blocks of ``block_size``."""
+def points_budget(problem: Problem, budget: int) -> int:
+    """A budget in designs as points of the problem (a sub-grid point costs ``point_designs``)."""
+    return max(int(budget) // problem.point_designs, 1)
+
+
+def evaluate_points(problem: Problem, digits):
+    """(fitness, exact value, best inner index) numpy arrays of digits [B, n], evaluated in padded blocks of
+    ``block_size`` (the inner index is 0 for a flat problem)."""
     digits = np.asarray(digits, np.int32).reshape(-1, problem.n_axes)
     b = block_size(problem)
     n = digits.shape[0]
     pad = np.zeros((-(-n // b) * b, problem.n_axes), np.int32)
     pad[:n] = digits
-    fs, vs = [], []
-    for s in range(0, pad.shape[0], b):
-        f, v = _evaluate(problem.aux, jnp.asarray(pad[s:s + b]), fitness_fn=problem.fitness_fn)
-        fs.append(np.asarray(f))
-        vs.append(np.asarray(v))
-    return np.concatenate(fs)[:n], np.concatenate(vs)[:n]
+    outs = [_evaluate(problem.aux, jnp.asarray(pad[s:s + b]), fitness_fn=problem.fitness_fn)
+            for s in range(0, pad.shape[0], b)]  # all dispatched before any is fetched
+    f, v, x = (np.concatenate([np.asarray(o[i]) for o in outs])[:n] for i in range(3))
+    return f, v, x
+
+
+def evaluate_digits(problem: Problem, digits):
+    """(fitness, exact value) numpy arrays of digits [B, n], evaluated in padded blocks of ``block_size``."""
+    f, v, _ = evaluate_points(problem, digits)
+    return f, v
+
+
+def complete(problem: Problem, digits) -> np.ndarray:
+    """Digits of every axis (the flat problem's order) of a point: for a sub-grid problem, the outer digits and
+    the inner digits of the best design of its sub-grid; a flat problem's digits unchanged."""
+    digits = np.asarray(digits, np.int32)
+    if problem.subgrid is None:
+        return digits
+    from .subgrid import inner_digits
+    _, _, x = evaluate_points(problem, digits[None])
+    return np.concatenate([digits, inner_digits(problem.subgrid, x[0])]).astype(np.int32)
+
+
+def reporting_problem(problem: Problem) -> Problem:
+    """The problem whose digits a search result holds (``complete``): the flat one of a sub-grid problem."""
+    return problem if problem.full is None else problem.full
 
 
 # ---------------------------------------------------------------------------------------------- exploration
@@ -178,16 +219,18 @@ def explore(problem: Problem, key, n: int, anchors=()):
     return digits[order], f[order], v[order]
 
 
-def multi_polish(problem: Problem, starts, fitnesses, budget: int, seed: int = 0):
-    """Polish each distinct start in turn (best first) while budget remains; keep the best result.
-    Returns (digits, fitness, value, evaluations, local_optimum)."""
+def multi_polish(problem: Problem, starts, fitnesses, budget: int, seed: int = 0, deadline: float | None = None):
+    """Polish each distinct start in turn (best first) while budget (and time, until ``deadline`` on
+    ``time.perf_counter``) remains; keep the best result. Returns (digits, fitness, value, evaluations,
+    local_optimum)."""
     best, used, seen = None, 0, set()
     for d, f in zip(starts, fitnesses):
         key = tuple(int(x) for x in np.asarray(d))
-        if key in seen or used >= budget:
+        if key in seen or used >= budget or (best is not None and deadline is not None
+                                             and time.perf_counter() >= deadline):
             continue
         seen.add(key)
-        out = polish(problem, d, float(f), budget - used, seed)
+        out = polish(problem, d, float(f), budget - used, seed, deadline)
         used += out[3]
         if best is None or out[1] < best[1]:
             best = out
@@ -241,7 +284,7 @@ def pair_moves(problem: Problem, digits, limit: int, seed: int = 0) -> np.ndarra
     return rows
 
 
-def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0):
+def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0, deadline: float | None = None):
     """Local search from ``digits``: steepest descent over one-axis moves (every neighbour in one batched
     call per round); at a one-axis local optimum, one round of two-axis moves (coupled knobs such as
     schedule + vpp or tp + pp), back to one-axis moves after an improvement. Never exceeds ``budget``.
@@ -249,7 +292,7 @@ def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0)
     change of the returned point is better (a certificate the search can report)."""
     digits = np.asarray(digits, np.int32)
     used, value, local = 0, None, False
-    while used < budget:
+    while used < budget and (deadline is None or time.perf_counter() < deadline):
         if used + problem.neighbours <= budget:
             cand = neighbours_of(problem, digits)
         else:
@@ -337,8 +380,36 @@ def goodput_smooth(aux, digits, relaxed):
     return scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(ettr, 1e-30))
 
 
-def scenario_problem(scenario, params=None) -> Problem:
-    """A scenario's design space as a Problem; numeric axes in increasing value order."""
+def scenario_problem(scenario, params=None, inner_max: int | None = None) -> Problem:
+    """A scenario's design space as a Problem; numeric axes in increasing value order.
+
+    inner_max: None or 1 for a flat problem (a point is one design); otherwise a sub-grid problem
+    (``subgrid.py``) whose points are the outer axes' digits and whose fitness is the best design of a grid of
+    at most ``inner_max`` designs over the last axes."""
+    flat = _flat_problem(scenario, params)
+    if inner_max is None or inner_max <= 1:
+        return flat
+    return subgrid_problem(flat, inner_max)
+
+
+def subgrid_problem(flat: Problem, inner_max: int, chunk_designs: int | None = None) -> Problem:
+    """The sub-grid problem of a scenario's flat problem (``subgrid.py``)."""
+    from . import subgrid
+    split = subgrid.choose_split(flat.radices, inner_max)
+    if split >= flat.n_axes:
+        return flat
+    spec = subgrid.Spec(split=split, inner_values=tuple(tuple(float(x) for x in v) for v in flat.values[split:]),
+                        goodput=flat.scenario is not None and flat.scenario.objective == "goodput_tokens_per_s")
+    chunk = max(1, (chunk_designs or subgrid.block_designs()) // spec.inner_n)
+    params, tables = flat.aux
+    anchors = tuple(dict.fromkeys(a[:split] for a in flat.anchors))
+    return Problem(radices=tuple(flat.radices[:split]), fitness_fn=subgrid.fitness_fn(spec, chunk),
+                   aux=(params, tuple(tables[:split])), values=flat.values[:split], relaxable=(),
+                   smooth_fn=None, names=tuple(flat.names[:split]), scenario=flat.scenario,
+                   perm=flat.perm[:split], numeric=flat.numeric[:split], anchors=anchors, subgrid=spec, full=flat)
+
+
+def _flat_problem(scenario, params=None) -> Problem:
     params = build_params(scenario) if params is None else params
     tables, values, relaxable, perm = [], [], [], []
     for ax, opts in zip(AXES, scenario.space.options):

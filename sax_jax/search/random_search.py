@@ -12,7 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .genome import Problem, SearchResult, archive_init, archive_update, random_digits, safe_fitness
+from .genome import (Problem, SearchResult, archive_init, archive_update, complete, fitness_outputs, points_budget,
+                     random_digits, safe_fitness)
 
 BATCH = 256
 
@@ -23,7 +24,7 @@ def _random(aux, key, n_valid, *, fitness_fn, radices, batch, n_batches):
         key, arc = carry
         key, k = jax.random.split(key)
         digits = random_digits(k, (batch,), radices)
-        f, v = fitness_fn(aux, digits)
+        f, v = fitness_outputs(fitness_fn(aux, digits))
         f = safe_fitness(f)
         valid = i * batch + jnp.arange(batch) < n_valid  # the last batch may be partial
         arc = archive_update(arc, digits, jnp.where(valid, f, jnp.inf), jnp.where(valid, v, jnp.inf))
@@ -33,13 +34,16 @@ def _random(aux, key, n_valid, *, fitness_fn, radices, batch, n_batches):
 
 
 def random_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: int = BATCH) -> SearchResult:
-    """Best of ``budget`` uniform samples."""
+    """Best of ``budget`` uniform samples (designs; for a sub-grid problem, uniform outer points, each the best
+    of its sub-grid, ``budget // point_designs`` of them)."""
     t0 = time.perf_counter()
-    budget = max(int(budget), 1)
+    unit = problem.point_designs
+    budget = points_budget(problem, budget)
     batch = min(batch, budget)
     n_batches = -(-budget // batch)
     (_, arc), hist = _random(problem.aux, jax.random.PRNGKey(seed), budget, fitness_fn=problem.fitness_fn,
                              radices=tuple(problem.radices), batch=batch, n_batches=n_batches)
-    return SearchResult(method="random", strategy="uniform", digits=np.asarray(arc.digits), value=float(arc.value),
-                        fitness=float(arc.fitness), evaluations=budget, seconds=time.perf_counter() - t0,
-                        history=np.asarray(hist), seed=seed)
+    return SearchResult(method="random", strategy="uniform", digits=complete(problem, np.asarray(arc.digits)),
+                        value=float(arc.value), fitness=float(arc.fitness), evaluations=budget * unit,
+                        seconds=time.perf_counter() - t0, history=np.asarray(hist), seed=seed,
+                        extras={"designs_per_point": unit})

@@ -25,8 +25,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from .genome import (Problem, SearchResult, archive_init, archive_update, evaluate_digits, explore, explore_count,
-                     multi_polish, polish_reserve, safe_fitness)
+from .genome import (Problem, SearchResult, archive_init, archive_update, complete, evaluate_digits, explore,
+                     explore_count, fitness_outputs, multi_polish, points_budget, polish_reserve, safe_fitness)
 
 N_SEGMENTS = 10
 ELITE = 32  # explored designs that shape the initial distribution
@@ -80,7 +80,7 @@ def relaxed_objective(problem: Problem, logits, key, tau=1.0, batch=32, path_sam
     mask = tables[0]
     digits = jax.random.categorical(key, jnp.where(mask, logits / tau, NEG)[None], axis=-1,
                                     shape=(batch, problem.n_axes)).astype(jnp.int32)
-    f, _ = problem.fitness_fn(problem.aux, digits)
+    f, _ = fitness_outputs(problem.fitness_fn(problem.aux, digits))
     return surrogate(logits, digits, _centred_ranks(safe_fitness(f)), problem.aux, tau, tables,
                      smooth_fn=problem.smooth_fn if any(problem.relaxable) else None,
                      path_samples=min(path_samples, batch), path_weight=path_weight)
@@ -113,7 +113,7 @@ def _segment(aux, carry, tables, taus, *, fitness_fn, smooth_fn, radices, batch,
         key, k = jax.random.split(key)
         digits = jax.random.categorical(k, jnp.where(mask, logits / tau, NEG)[None], axis=-1,
                                         shape=(batch, n)).astype(jnp.int32)
-        f, v = fitness_fn(aux, digits)  # the whole batch in one call
+        f, v = fitness_outputs(fitness_fn(aux, digits))  # the whole batch in one call
         f = safe_fitness(f)
         arc = archive_update(arc, digits, f, v)
         grads = jax.grad(surrogate)(logits, digits, _centred_ranks(f), aux, tau, tables, smooth_fn=smooth_fn,
@@ -129,9 +129,15 @@ def _segment(aux, carry, tables, taus, *, fitness_fn, smooth_fn, radices, batch,
 
 def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: int = 64, lr: float = 0.1,
                    tau0: float = 1.0, tau1: float = 0.2, path_samples: int = 4, path_weight: float = 1.0,
-                   do_polish: bool = True, do_explore: bool = True, progress=None) -> SearchResult:
-    """Optimize the per-axis distributions; at most ``budget`` evaluations."""
+                   do_polish: bool = True, do_explore: bool = True, progress=None,
+                   seconds: float | None = None) -> SearchResult:
+    """Optimize the per-axis distributions; at most ``budget`` evaluations (designs: a sub-grid point costs
+    ``problem.point_designs``) and, with ``seconds``, stop between segments and polish rounds once that much
+    wall time has passed. The result's digits cover every axis (``genome.complete``)."""
     t0 = time.perf_counter()
+    deadline = None if seconds is None else t0 + float(seconds)
+    unit = problem.point_designs
+    budget = points_budget(problem, budget)
     tables = _tables(problem)
     smooth = problem.smooth_fn if (problem.smooth_fn is not None and any(problem.relaxable)) else None
     path_samples = min(path_samples, batch) if smooth is not None else 0
@@ -153,7 +159,11 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
     static = dict(fitness_fn=problem.fitness_fn, smooth_fn=smooth, radices=tuple(problem.radices), batch=batch,
                   path_samples=path_samples, path_weight=float(path_weight), lr=float(lr), n_steps=per)
     history, finite, norms = [], [], []
+    done = 0
     for s in range(segments):
+        if deadline is not None and s > 0 and time.perf_counter() >= deadline:
+            break
+        done += per
         carry, (best, ok, norm) = _segment(problem.aux, carry, tables,
                                            jnp.asarray(taus[s * per:(s + 1) * per], jnp.float32), **static)
         history.append(np.asarray(best))
@@ -161,7 +171,7 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
         norms.append(np.asarray(norm))
         if progress is not None:
             progress((s + 1) / segments, float(best[-1]))
-    evaluations = n_explore + steps * per_step
+    evaluations = n_explore + done * per_step
     _, logits, _, arc = carry
     rounded = np.asarray(jnp.argmax(jnp.where(tables[0], logits, NEG), axis=-1), np.int32)
     f_r, v_r = evaluate_digits(problem, rounded[None])
@@ -173,14 +183,15 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
     local = False
     if do_polish and left > 0:
         digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]],
-                                                           [fitness, *seeds[1][:2]], left, seed)
+                                                           [fitness, *seeds[1][:2]], left, seed, deadline)
         evaluations += used
     probs = np.asarray(probabilities(logits, tables[0], taus[-1]))
-    return SearchResult(method="relaxed", strategy="adam", digits=np.asarray(digits), value=value, fitness=fitness,
-                        evaluations=evaluations, seconds=time.perf_counter() - t0,
+    return SearchResult(method="relaxed", strategy="adam", digits=complete(problem, digits), value=value,
+                        fitness=fitness, evaluations=evaluations * unit, seconds=time.perf_counter() - t0,
                         history=np.concatenate(history), seed=seed,
                         extras={"gradients_finite": bool(np.all(np.concatenate(finite))),
                                 "mean_gradient_norm": float(np.mean(np.concatenate(norms))),
                                 "local_optimum": local,
                                 # how settled the distribution is: mean over axes of the top option's probability
-                                "confidence": float(np.mean(probs.max(axis=-1))), "steps": steps})
+                                "confidence": float(np.mean(probs.max(axis=-1))), "steps": done,
+                                "designs_per_point": unit})
