@@ -124,6 +124,13 @@ RANGES = {
         "link_failures_per_link_hour": Range(0, 1, why="hard failures of one GPU's links into this level, per hour"),
         "link_flaps_per_link_hour": Range(0, 1, why="transient link down/up events per link-hour"),
         "repair_s": Range(0, 1e8, lo_open=True, why="seconds until a failed link is repaired"),
+        # microbursts and plane switches (cost/bursts.py, cost/resilience.py)
+        "burst_rate_per_s": Range(0, 1e7, why="microbursts arriving at one port per second (Poisson)"),
+        "burst_duration_us": Range(0, 1e7, lo_open=True, why="mean microburst duration (exponential)"),
+        "burst_overload": Range(1, 1_000, why="arrival rate / port rate during a burst (incast degree)"),
+        "buffer_bytes": Range(0, 1e12, why="switch buffer a burst can fill at one port"),
+        "switch_failures_per_switch_hour": Range(0, 1, why="hard failures of one plane switch per hour"),
+        "gpus_per_switch": Range(1, 1_000_000, True, why="GPU NIC ports on one plane switch"),
     },
     "transport": {
         "qps": Range(1, 4_096, True, why="queue pairs per connection"),
@@ -131,6 +138,8 @@ RANGES = {
         "window_bytes_per_channel": Range(1, 2.0**40, why="bytes in flight per channel"),
         "reroute_s": Range(0, 100_000, lo_open=True, why="seconds to route around a failure"),
         "tolerated_loss": Range(0, 1, hi_open=True, why="bounded-loss only: fraction dropped"),
+        "rto_us": Range(0, 1e8, lo_open=True, why="retransmission timeout for a lost tail, microseconds"),
+        "deadline_us": Range(0, 1e8, why="bounded-loss only: wait past a round's end before dropping"),
     },
     "framework": {
         "elementwise_bytes_factor": Range(0.25, 20, why="HBM bytes of the memory-bound kernels / Megatron-TE's"),
@@ -147,9 +156,11 @@ RANGES = {
         "restart_s": Range(0, 1e7, why="seconds from an interruption to training again (excl. lost work)"),
         "checkpoint_interval_s": Range(0, 1e8, why="seconds of training between checkpoints; 0 = Daly optimum"),
         "gpu_failures_per_gpu_hour": Range(0, 1, why="job-killing non-network failures per GPU-hour"),
+        "gradient_variance_tolerance": Range(0, 1_000, why="extra gradient variance / |g|^2 dropped data may add"),
     },
 }
-# Ranges of the layer-kind fields (MLA, sliding windows, leading dense layers, LoRA), validated like RANGES and
+# Ranges of the layer-kind fields (MLA, sliding windows, hybrid blocks, MoE widths) and the recipe settings (LoRA,
+# BF16 layers, MTP, expert tensor parallelism), validated like RANGES and
 # documented in README's "Input ranges" table like them (tests/test_config.py).
 ARCH_RANGES = {
     "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers"),
@@ -183,32 +194,12 @@ ARCH_RANGES = {
 }
 
 
-# Ranges of the network-layer fields of issue #13 items 3-4 (microbursts, plane switches, loss recovery timeouts,
-# bounded-loss deadlines, the gradient-noise tolerance): validated like RANGES; README's "Input ranges" table
-# documents them once its rows are added (tests/test_network_bursts.py says which are missing).
-NETWORK_RANGES = {
-    "level": {
-        "burst_rate_per_s": Range(0, 1e7, why="microbursts arriving at one port per second (Poisson)"),
-        "burst_duration_us": Range(0, 1e7, lo_open=True, why="mean microburst duration (exponential)"),
-        "burst_overload": Range(1, 1_000, why="arrival rate / port rate during a burst (incast degree)"),
-        "buffer_bytes": Range(0, 1e12, why="switch buffer a burst can fill at one port"),
-        "switch_failures_per_switch_hour": Range(0, 1, why="hard failures of one plane switch per hour"),
-        "gpus_per_switch": Range(1, 1_000_000, True, why="GPU NIC ports on one plane switch"),
-    },
-    "transport": {
-        "rto_us": Range(0, 1e8, lo_open=True, why="retransmission timeout for a lost tail, microseconds"),
-        "deadline_us": Range(0, 1e8, why="bounded-loss only: wait past a round's end before dropping"),
-    },
-    "training": {
-        "gradient_variance_tolerance": Range(0, 1_000, why="extra gradient variance / |g|^2 dropped data may add"),
-    },
-}
 MAX_LOSS_PHASES = 4  # phases of a transport's loss_schedule (params.py pads to this many)
 
 
 def ranges_of(kind: str) -> dict:
-    """Every range of a spec kind: RANGES, ARCH_RANGES and NETWORK_RANGES together."""
-    return {**RANGES.get(kind, {}), **ARCH_RANGES.get(kind, {}), **NETWORK_RANGES.get(kind, {})}
+    """Every range of a spec kind: RANGES and ARCH_RANGES together."""
+    return {**RANGES.get(kind, {}), **ARCH_RANGES.get(kind, {})}
 
 
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on

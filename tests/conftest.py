@@ -47,6 +47,20 @@ def hand_train(sp=1.0, flash=0.0):
                   lora=f32(0), lora_rank=f32(0))
 
 
+def bundled_model(name):
+    """A bundled model file (configs/models/NAME.yaml) as a ModelSpec."""
+    from sax_jax.config import load_model
+    return load_model(os.path.join(CONFIGS, "models", f"{name}.yaml"))
+
+
+@pytest.fixture
+def x64():
+    """64-bit JAX for the test (hand-derived golden values compared at 1e-12)."""
+    import jax
+    with jax.enable_x64(True):
+        yield
+
+
 @pytest.fixture(scope="module")
 def m22():
     from sax_jax.config import load_model

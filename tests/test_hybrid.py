@@ -3,12 +3,12 @@ Golden values are hand-derived from the released configs; the comments show the 
 import dataclasses
 import os
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import sax_jax.validation as V
+from conftest import bundled_model, hand_train
 from sax_jax import specs as S
 from sax_jax.config import load_model
 from sax_jax.cost.compute import activated_ffn, layer_flops, mamba_flops, model_flops_per_sequence
@@ -19,31 +19,15 @@ from sax_jax.resources import configs_dir
 from sax_jax.space import Recompute
 
 MODELS = os.path.join(configs_dir(), "models")
-
-
-@pytest.fixture(autouse=True)
-def _x64():
-    with jax.enable_x64(True):
-        yield
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 def model_params(spec):
     return _params(spec, jnp.float64)
 
 
-def _model(name):
-    return load_model(os.path.join(MODELS, f"{name}.yaml"))
-
-
-class _Train:  # the TrainP fields the activation formula reads (recompute "selective": the attention core only)
-    seq_parallel = 1.0
-    flash = 1.0
-    rc_core_attn = 1.0
-    rc_mlp = rc_moe = rc_moe_act = rc_shared = rc_norm = rc_mla_up = 0.0
-
-
 def test_nano_and_super_parameter_counts_match_their_names():
-    nano, sup = _model("nemotron3-nano-30b-a3b"), _model("nemotron3-super-120b-a12b")
+    nano, sup = bundled_model("nemotron3-nano-30b-a3b"), bundled_model("nemotron3-super-120b-a12b")
     # Nano: 23 Mamba blocks x (2688*(2*4096 + 2*1024 + 64) in_proj + (4096 + 2048)*5 conv + 3*64 + 4096 norm
     #   + 4096*2688 out_proj + 2688 norm) + 6 attention blocks x (2688*(4096 + 2*256) + 4096*2688 + 2688)
     #   + 23 MoE blocks x (128*2*2688*1856 + 2*2688*3712 + 2688*128 router + 2688) + 2 x 131072*2688 embeddings
@@ -62,7 +46,7 @@ def test_nano_and_super_parameter_counts_match_their_names():
 
 
 def test_mamba_flops_hand_derived():
-    m = model_params(_model("nemotron3-nano-30b-a3b"))
+    m = model_params(bundled_model("nemotron3-nano-30b-a3b"))
     gemm, scan = (float(x) / float(m.mamba_fraction) for x in mamba_flops(1.0, 1.0, m))
     # in_proj 2*2688*(2*4096 + 2*8*128 + 64) + out_proj 2*4096*2688 per token
     assert gemm == 2 * 2688 * 10304 + 2 * 4096 * 2688 == 77_414_400
@@ -73,7 +57,7 @@ def test_mamba_flops_hand_derived():
 
 
 def test_a_transformer_has_no_mamba_work():
-    m = model_params(_model("llama3-8B"))
+    m = model_params(bundled_model("llama3-8B"))
     assert (float(m.attn_fraction), float(m.mlp_fraction), float(m.mamba_fraction)) == (1.0, 1.0, 0.0)
     assert all(float(x) == 0.0 for x in mamba_flops(2.0, 4096.0, m))
     assert float(activated_ffn(m)) == 14336.0
@@ -86,7 +70,7 @@ def _alternating(spec, layers):
 
 
 def test_attention_and_mlp_blocks_alternating_are_a_transformer():
-    t = _model("llama3-8B")
+    t = bundled_model("llama3-8B")
     h = _alternating(t, t.layers)
     h.validate()
     assert h.n_params == pytest.approx(t.n_params, rel=1e-9)  # one norm per block = two per layer
@@ -95,8 +79,8 @@ def test_attention_and_mlp_blocks_alternating_are_a_transformer():
     assert float(model_flops_per_sequence(seq, hp)) == pytest.approx(float(model_flops_per_sequence(seq, tp_)),
                                                                      rel=1e-12)
     # per stage: 2L blocks of half a layer's activations each
-    a_t = activation_bytes_per_layer(1.0, seq, 2.0, 1.0, Recompute.NONE, tp_, _Train) * t.layers
-    a_h = activation_bytes_per_layer(1.0, seq, 2.0, 1.0, Recompute.NONE, hp, _Train) * h.layers
+    a_t = activation_bytes_per_layer(1.0, seq, 2.0, 1.0, Recompute.NONE, tp_, hand_train(1.0, 1.0)) * t.layers
+    a_h = activation_bytes_per_layer(1.0, seq, 2.0, 1.0, Recompute.NONE, hp, hand_train(1.0, 1.0)) * h.layers
     assert float(a_h) == pytest.approx(float(a_t), rel=1e-12)
     p_t, _ = params_per_gpu(2.0, 2.0, 1.0, tp_, t.layers / 2)
     p_h, _ = params_per_gpu(2.0, 2.0, 1.0, hp, h.layers / 2)
@@ -104,7 +88,7 @@ def test_attention_and_mlp_blocks_alternating_are_a_transformer():
 
 
 def test_latent_moe_dispatches_latent_rows_and_runs_narrow_experts():
-    sup = _model("nemotron3-super-120b-a12b")
+    sup = bundled_model("nemotron3-super-120b-a12b")
     m = model_params(sup)
     wide = model_params(dataclasses.replace(sup, moe=dataclasses.replace(sup.moe, latent_size=0)))
     # dispatch bytes scale with the width of a routed row: 1024 / 4096
@@ -117,10 +101,10 @@ def test_latent_moe_dispatches_latent_rows_and_runs_narrow_experts():
 
 def test_moe_activation_width_counts_every_routed_expert():
     # GPT-OSS's model file sets ffn = expert_ffn (2880); a token activates top_k = 4 of them
-    m = model_params(_model("gpt-oss-120b"))
+    m = model_params(bundled_model("gpt-oss-120b"))
     assert float(activated_ffn(m)) == pytest.approx(4 * 2880)
     # DeepSeek-V3: 3 dense layers of 18432, 58 MoE layers of 8 x 2048 + 1 shared x 2048 = 18432
-    assert float(activated_ffn(model_params(_model("deepseek-v3")))) == pytest.approx(18432.0)
+    assert float(activated_ffn(model_params(bundled_model("deepseek-v3")))) == pytest.approx(18432.0)
 
 
 @pytest.mark.parametrize("edit, key", [

@@ -2,12 +2,12 @@
 layers in MoE models. Golden values are hand-derived from the published configs (comments show the sums)."""
 import os
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import sax_jax.validation as V
+from conftest import bundled_model, hand_train
 from sax_jax import specs as S
 from sax_jax.config import load_model
 from sax_jax.cost.compute import layer_flops, replicated_qkv_flops
@@ -17,28 +17,12 @@ from sax_jax.resources import configs_dir
 from sax_jax.space import Recompute
 
 MODELS = os.path.join(configs_dir(), "models")
-
-
-@pytest.fixture(autouse=True)
-def _x64():
-    with jax.enable_x64(True):
-        yield
-
-
-def _model(name):
-    return load_model(os.path.join(MODELS, f"{name}.yaml"))
-
-
-class _Train:  # the TrainP fields the activation formula reads (recompute "selective": the attention core only)
-    seq_parallel = 1.0
-    flash = 1.0
-    rc_core_attn = 1.0
-    rc_mlp = rc_moe = rc_moe_act = rc_shared = rc_norm = rc_mla_up = 0.0
+pytestmark = pytest.mark.usefixtures("x64")
 
 
 # ---------------------------------------------------------------------------------------------------- MLA
 def test_deepseek_v3_parameter_counts_match_the_paper():
-    m = _model("deepseek-v3")
+    m = bundled_model("deepseek-v3")
     # one MLA layer: W_DQ 7168*1536 + q norm 1536 + W_DKV 7168*(512+64) + kv norm 512 + W_UQ 1536*128*192
     # + W_UKV 512*128*(128+128) + W_O 128*128*7168
     assert m.attention_params() == 11_010_048 + 1_536 + 4_128_768 + 512 + 37_748_736 + 16_777_216 + 117_440_512
@@ -51,7 +35,7 @@ def test_deepseek_v3_parameter_counts_match_the_paper():
 
 
 def test_kimi_k2_parameter_counts_near_the_paper():
-    m = _model("kimi-k2")
+    m = bundled_model("kimi-k2")
     assert m.n_moe_layers == 60
     # Kimi K2 (arXiv 2507.20534): 1.04T total, 32B activated; our count 1.026T (router biases and other small
     # tensors of the release are not modelled)
@@ -60,7 +44,7 @@ def test_kimi_k2_parameter_counts_near_the_paper():
 
 
 def test_mla_gemm_and_attention_flops_hand_derived():
-    p = model_params(_model("deepseek-v3"), jnp.float64)
+    p = model_params(bundled_model("deepseek-v3"), jnp.float64)
     qkv, proj, _, attn = (float(x) for x in layer_flops(1.0, 4096.0, p, 0.0))
     down = 7168 * (1536 + 512 + 64)  # W_DQ + W_DKV MACs per token
     up = 1536 * 128 * 192 + 512 * 128 * 256  # W_UQ + W_UKV MACs per token
@@ -72,7 +56,7 @@ def test_mla_gemm_and_attention_flops_hand_derived():
 
 
 def test_gqa_flops_unchanged_by_the_mla_fields():
-    p = model_params(_model("llama3-8B"), jnp.float64)
+    p = model_params(bundled_model("llama3-8B"), jnp.float64)
     qkv, proj, _, attn = (float(x) for x in layer_flops(1.0, 8192.0, p, 0.0))
     assert qkv == 2 * 8192 * 4096 * (32 * 128 + 2 * 8 * 128)
     assert proj == 2 * 8192 * 32 * 128 * 4096
@@ -81,9 +65,9 @@ def test_gqa_flops_unchanged_by_the_mla_fields():
 
 
 def test_mla_activation_bytes_hand_derived():
-    p = model_params(_model("deepseek-v3"), jnp.float64)  # no dropout
+    p = model_params(bundled_model("deepseek-v3"), jnp.float64)  # no dropout
     s = 4096
-    got = float(activation_bytes_per_layer(1.0, float(s), 1.0, 1.0, Recompute.NONE, p, _Train(), 2.0))
+    got = float(activation_bytes_per_layer(1.0, float(s), 1.0, 1.0, Recompute.NONE, p, hand_train(1.0, 1.0), 2.0))
     sp_part = (4 + 2 * 2) * s * 7168  # norm inputs + QKV and fc1 inputs
     qkv = 2 * s * 128 * (2 * 192 + 128)  # Q, K (192 wide per head) and V (128)
     proj_in = 2 * s * 128 * 128
@@ -93,7 +77,7 @@ def test_mla_activation_bytes_hand_derived():
 
 
 def test_mla_params_per_gpu_keep_down_projections_whole_under_tp():
-    m = _model("deepseek-v3")
+    m = bundled_model("deepseek-v3")
     p = model_params(m, jnp.float64)
     dense1, _ = params_per_gpu(1.0, 2.0, 1.0, p, 1.0)
     dense2, _ = params_per_gpu(2.0, 2.0, 1.0, p, 1.0)
@@ -145,7 +129,7 @@ def test_validation_maps_mla_rows_to_the_model_files():
     # 39 MLA rows; one (ep=64 > dp=32: MoE parallel folding) stays unsupported for that reason
     assert len(mla) == 38 and all(c.scenario.model.mla is not None for c in mla)
     ds = next(c for c in mla if c.scenario.model.name == "deepseek-v3").scenario.model
-    assert ds.mla == _model("deepseek-v3").mla and ds.moe.first_dense_layers == 3
+    assert ds.mla == bundled_model("deepseek-v3").mla and ds.moe.first_dense_layers == 3
     assert not any("latent attention" in u.reason for u in loaded.unsupported)
 
 
@@ -169,7 +153,7 @@ def test_gpt_oss_parameter_counts_match_the_model_card():
     # gpt-oss model card: 116.8B total / 5.1B active (120b), 20.9B / 3.6B (20b); "active" there leaves out the
     # input embedding (it is a lookup, not a matmul)
     for name, total, active in (("gpt-oss-120b", 116.8e9, 5.13e9), ("gpt-oss-20b", 20.9e9, 3.61e9)):
-        m = _model(name)
+        m = bundled_model(name)
         assert m.sliding_window == S.SlidingWindowSpec(window=128, layers=m.layers // 2, sinks=True)
         assert m.n_params == pytest.approx(total, rel=0.002)
         assert m.n_active_params - m.vocab * m.hidden == pytest.approx(active, rel=0.005)
@@ -177,7 +161,7 @@ def test_gpt_oss_parameter_counts_match_the_model_card():
 
 def test_window_layer_attention_flops_hand_derived():
     from sax_jax.cost.compute import window_keys_ratio
-    p = model_params(_model("gpt-oss-120b"), jnp.float64)
+    p = model_params(bundled_model("gpt-oss-120b"), jnp.float64)
     s, w = 4096, 128
     # (2 s W - W^2) / s^2: 1,032,192 / 16,777,216
     assert float(window_keys_ratio(float(s), p)) == 0.0615234375
@@ -240,7 +224,7 @@ def test_validation_maps_sliding_window_rows_to_the_model_files():
     loaded = V.load_all()
     oss = [c for c in loaded.cases if c.scenario.model.name == "gpt-oss-120b"]
     assert len(oss) == 30  # the 31st row is excluded (contradictory batch in its table)
-    assert all(c.scenario.model.sliding_window == _model("gpt-oss-120b").sliding_window for c in oss)
+    assert all(c.scenario.model.sliding_window == bundled_model("gpt-oss-120b").sliding_window for c in oss)
     assert not any("sliding-window" in u.reason or "window" in u.reason for u in loaded.unsupported)
 
 
@@ -256,7 +240,7 @@ def test_lora_adapter_params_hand_derived():
     from sax_jax.cost.lora import adapter_params_per_layer
     from sax_jax.params import train_params
     sc = _lora_scenario(32)
-    m = _model("llama3-70B")
+    m = bundled_model("llama3-70B")
     p = model_params(m, jnp.float64)
     t = train_params(sc.training, sc.system, jnp.float64)
     # r (4h + 2ad + 2gd + 3f) = 32 (32768 + 16384 + 2048 + 86016): QKV 8192 -> 10240, proj 8192 -> 8192,
