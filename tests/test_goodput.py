@@ -168,14 +168,18 @@ def test_flaps_stall_the_step_for_the_reroute_time(sc):
 
 
 # ------------------------------------------------------------------------------------- batches
-@pytest.mark.parametrize("name", ["default", "goodput"])
-def test_no_nan_over_a_large_random_batch(name):
+@pytest.mark.parametrize("name, n", [("default", 100_000), ("goodput", 100_000), ("dblp-microbursts", 20_000),
+                                     ("mrc-fabric", 20_000)])
+def test_no_nan_over_a_large_random_batch(name, n):
     s = load_scenario(name)
-    idx = np.random.default_rng(0).integers(0, s.space.size, 100_000)
+    idx = np.random.default_rng(0).integers(0, s.space.size, n)
     c = jax.device_get(evaluate(s, s.space.decode(jnp.asarray(idx, jnp.int32))))
     for field in ("goodput_tokens_per_s", "ettr", "interruptions_per_hour", "degraded_fraction",
-                  "checkpoint_interval_s"):
+                  "checkpoint_interval_s", "burst_round_loss", "gradient_drop_fraction",
+                  "gradient_variance_increase", "raw_step_time_s"):
         assert np.all(np.isfinite(getattr(c, field))), field
+    assert np.all((c.burst_round_loss >= 0) & (c.burst_round_loss <= 1))
+    assert np.all(c.gradient_variance_increase <= s.training.gradient_variance_tolerance * 1.001)
     assert np.all((c.ettr > 0) & (c.ettr <= 1))
     assert np.all(c.goodput_tokens_per_s <= c.tokens_per_s * (1 + 1e-6))
     assert np.all((c.goodput_tokens_per_s > 0) == c.feasible)

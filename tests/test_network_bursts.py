@@ -252,18 +252,7 @@ def test_two_planes_go_dark_on_a_second_failure(mrc):
     assert float(three.interruptions_per_hour[0]) == pytest.approx(gpu, rel=1e-4)
 
 
-# ------------------------------------------------------------------------------------- batches, CLI, config
-@pytest.mark.parametrize("name", ["dblp-microbursts", "mrc-fabric"])
-def test_no_nan_over_a_random_batch(name):
-    import jax
-    s = load_scenario(name)
-    idx = np.random.default_rng(0).integers(0, s.space.size, 20_000)
-    c = jax.device_get(evaluate(s, s.space.decode(jnp.asarray(idx, jnp.int32))))
-    for field in ("goodput_tokens_per_s", "ettr", "burst_round_loss", "gradient_drop_fraction",
-                  "gradient_variance_increase", "raw_step_time_s"):
-        assert np.all(np.isfinite(getattr(c, field))), field
-    assert np.all((c.burst_round_loss >= 0) & (c.burst_round_loss <= 1))
-    assert np.all(c.gradient_variance_increase <= s.training.gradient_variance_tolerance * 1.001)
+# ------------------------------------------------------------------------------------- CLI, config
 
 
 def _cli(*args):
