@@ -177,18 +177,17 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     t, c = design_tp, design_cp
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
-    # layers a low-precision recipe keeps in BF16 run their GEMMs at the 16-bit rate: the GPU's GEMM time is the
-    # blend of the two rates over its layers (0 share: exactly the low-precision time)
+    # layers a low-precision recipe keeps in BF16 run their GEMMs at the 16-bit rate: over the GPU's layers the
+    # GEMMs see the harmonic blend of the two peaks (no BF16 layers: exactly the low-precision peak)
     share16 = bf16_layer_share(model, train, pp, vpp)
-
-    def gt(fl):
-        low = gemm_time_s(fl / split, g.peak_flops, g.gemm_max, g.gemm_half_flops)
-        return low + share16 * (gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops) - low)
+    peak = jnp.where(share16 > 0, 1.0 / ((1.0 - share16) / g.peak_flops + share16 / g.peak_flops_16bit),
+                     g.peak_flops)
+    gt = lambda fl: gemm_time_s(fl / split, peak, g.gemm_max, g.gemm_half_flops)  # noqa: E731
     # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
     # (the compressed latents are gathered afterwards), without it on the whole sequence
     rep = replicated_qkv_flops(mbs, seq, model)
     rep_split = jnp.where(train.seq_parallel > 0, split, c)
-    rep_f = gt(rep * split / rep_split)
+    rep_f = gemm_time_s(rep / rep_split, peak, g.gemm_max, g.gemm_half_flops)
     linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
