@@ -17,9 +17,11 @@ import yaml
 
 from . import specs as S
 from .resources import bundled, find_scenario
-from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, DesignSpace
+from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, REAL_AXES, DesignSpace
 
-OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu", "goodput_tokens_per_s")
+OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu", "goodput_tokens_per_s", "effective_tokens_per_s",
+              "time_to_target_s", "train_cost_usd")
+MAX_SYNC_EVERY = 1_000_000  # inner steps between outer synchronizations (DiLoCo's H)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,13 +37,16 @@ class Scenario:
     baselines: dict  # name -> {axis: value}
     default_baseline: str
     description: str = ""
+    prices: S.PriceSpec | None = None  # infrastructure prices (co-design: cost/provision.py)
 
     @property
     def fingerprint(self) -> str:
         """Hash of everything that changes results; a sweep refuses to resume across a change."""
         blob = json.dumps([dataclasses.asdict(self.model), dataclasses.asdict(self.system),
                            dataclasses.asdict(self.training), [dataclasses.asdict(t) for t in self.transports],
-                           [list(o) for o in self.space.options], self.objective], sort_keys=True, default=str)
+                           [list(o) for o in self.space.options], self.objective]
+                          + ([dataclasses.asdict(self.prices)] if self.prices is not None else []),
+                          sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def baseline_design(self, name: str | None = None, overrides: dict | None = None):
@@ -176,7 +181,7 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
             raise S.ConfigError(file, prefix + name, v, "must be true or false")
         if isinstance(v, str) and name not in ("name", "status", "source", "load_balancing", "loss_recovery",
                                                "precision", "framework", "attention_kernel", "description",
-                                               "pattern"):
+                                               "pattern", "diloco_workers"):
             try:  # PyYAML reads 1e10 (no sign in exponent) as a string
                 kwargs[name] = float(v)
             except ValueError:
@@ -362,6 +367,12 @@ def axis_limit(axis: str, model: S.ModelSpec, system: S.SystemSpec, training: S.
         return model.layers
     if axis == "mbs":
         return training.global_batch_sequences
+    if axis == "sync_every":
+        return MAX_SYNC_EVERY
+    if axis in ("xb_bandwidth_GBps", "xb_planes"):
+        return S.RANGES["level"]["bandwidth_GBps" if axis == "xb_bandwidth_GBps" else "planes"].hi
+    if axis == "xb_oversub":
+        return S.RANGES["level"]["oversubscription"].hi
     return S.RANGES["transport"][axis].hi  # qps, channels
 
 
@@ -370,12 +381,15 @@ def check_axis_value(axis: str, value, model, system, training, file, key):
     if axis not in NUMERIC_AXES or value == "auto":
         return
     hi = axis_limit(axis, model, system, training)
+    whole = axis not in REAL_AXES
     ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
-        and float(value).is_integer() and 1 <= value <= hi
+        and (float(value).is_integer() or not whole) and 1 <= value <= hi
     if not ok:
         what = {"vpp": "the model's layers", "mbs": "the global batch", "qps": "the transport limit",
+                "sync_every": "inner steps per outer sync", "xb_bandwidth_GBps": "GB/s per GPU",
+                "xb_planes": "NIC planes", "xb_oversub": "the x of 1:x",
                 "channels": "the transport limit"}.get(axis, "the system's GPUs")
-        raise S.ConfigError(file, key, value, f"must be a whole number in [1, {hi:,}] ({what})",
+        raise S.ConfigError(file, key, value, f"must be a {'whole ' if whole else ''}number in [1, {hi:,}] ({what})",
                             "'auto' is also allowed" if axis in AUTO_AXES else "")
 
 
@@ -426,7 +440,15 @@ def static_design_errors(model: S.ModelSpec, system: S.SystemSpec, training: S.T
 
 
 SCENARIO_KEYS = ("name", "description", "model", "system", "training", "transports", "space", "objective",
-                 "baselines", "default_baseline")
+                 "baselines", "default_baseline", "prices")
+
+
+def load_prices(ref, base_file: str | None = None, key: str = "prices") -> S.PriceSpec:
+    """Prices for co-design: a path to a prices YAML (configs/prices/) or an inline mapping."""
+    data, file = _resolve(ref, base_file, key)
+    spec = S.PriceSpec(**_build(S.PriceSpec, data, file, "" if file != base_file else "prices."))
+    spec.validate(file)
+    return spec
 
 
 def load_scenario(path: str) -> Scenario:
@@ -511,8 +533,9 @@ def load_scenario(path: str) -> Scenario:
     if not baselines:
         first = {ax: space.option_names(ax)[0] for ax in AXES}
         baselines, default = {"first-options": first}, "first-options"
+    prices = load_prices(data["prices"], path) if data.get("prices") is not None else None
     scen = Scenario(name=str(data.get("name", os.path.splitext(os.path.basename(path))[0])), path=path,
                     model=model, system=system, training=training, transports=transports, space=space,
                     objective=objective, baselines=dict(baselines), default_baseline=default,
-                    description=str(data.get("description", "")))
+                    description=str(data.get("description", "")), prices=prices)
     return scen

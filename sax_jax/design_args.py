@@ -42,7 +42,11 @@ def parse_sets(items, file=None, key=set_flag, example: str = "e.g. --set placem
 def resolve_design(scenario, baseline: str | None, sets: dict, key=set_flag, baseline_key: str = "--baseline"
                    ) -> Design:
     """The design ``baseline`` (None: the scenario's default) with ``sets`` applied, each value checked."""
+    from .params import provisions
     for k, v in sets.items():
+        if k.startswith("xb_") and v != "auto" and not provisions(scenario):
+            raise ConfigError(None, key(k), v, "the scenario does not provision its cross-building network per design",
+                              f"list {k} options in the scenario's space (see configs/scenarios/codesign.yaml)")
         if k in CATEGORICAL_AXES and not isinstance(v, str):
             raise ConfigError(None, key(k), v, f"must be the name of a {k} option",
                               "see `sax space SCENARIO` for the names")

@@ -13,8 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .cost.provision import PriceP
 from .space import placement_inner_table
-from .specs import MAX_LOSS_PHASES, SystemSpec, Training, ModelSpec
+from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, SystemSpec, Training, ModelSpec
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -30,6 +31,10 @@ class Topology:
     up to here and replicates across the rest); decided by level name, like the cross-building levels.
     """
     level_names: tuple
+    # True when the scenario's space provisions the cross-building network per design (co-design axes
+    # xb_*; cost/provision.py). Static: without them the network stays one shared value for the whole batch, so
+    # the system-only tables (ECMP, transport rounds, microbursts) are computed once, not once per design.
+    provisioned: bool = False
 
     @property
     def n_levels(self) -> int:
@@ -141,6 +146,9 @@ class NetP(NamedTuple):
     burst_duration_s: jnp.ndarray | float = 1e-4
     burst_overload: jnp.ndarray | float = 1.0
     buffer_bytes: jnp.ndarray | float = 0.0
+    # 1 at the levels between DiLoCo workers (Training.diloco_workers): the outer sync crosses them, inner steps not
+    outer_worker: jnp.ndarray | float = 0.0
+    bus: jnp.ndarray | float = 1.0  # NCCL bus efficiency of the level (bw_Bps = bandwidth_GBps x 1e9 x bus)
 
 
 class TransportP(NamedTuple):
@@ -193,6 +201,13 @@ class TrainP(NamedTuple):
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
     grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
+    # low-communication training (cost/outer_sync.py)
+    stream_fragments: jnp.ndarray | float = 4.0
+    stream_overlap_steps: jnp.ndarray | float = 1.0
+    outer_state_bytes: jnp.ndarray | float = 8.0
+    token_log_h: jnp.ndarray | float = 0.0  # [MAX_TOKEN_POINTS] log H of the multiplier table, padded
+    token_mult: jnp.ndarray | float = 1.0  # [MAX_TOKEN_POINTS] its multipliers
+    target_tokens: jnp.ndarray | float = 1e12
 
 
 class Params(NamedTuple):
@@ -203,6 +218,7 @@ class Params(NamedTuple):
     train: TrainP
     placement_inner: jnp.ndarray  # [n_placements, 4, 4]
     topology: Topology  # static
+    prices: PriceP = PriceP()  # infrastructure prices (cost/provision.py); 0 without a prices file
 
 
 def _f(x, dtype):
@@ -274,7 +290,14 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
 
 
-def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
+def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
+    """[L] 1 at the levels between DiLoCo workers: the cross-building levels (campus, region) for workers =
+    buildings, the region level for workers = regions."""
+    outer = ("campus", "region") if workers == "building" else ("region",)
+    return [float(lv.name in outer) for lv in system.levels]
+
+
+def net_params(system: SystemSpec, dtype=jnp.float32, diloco_workers: str = "building") -> NetP:
     e = system.gpu.efficiency
     lv = system.levels
     topo = Topology.of(system)
@@ -301,6 +324,8 @@ def net_params(system: SystemSpec, dtype=jnp.float32) -> NetP:
         burst_duration_s=[l.burst_duration_us * 1e-6 for l in lv],
         burst_overload=[l.burst_overload for l in lv],
         buffer_bytes=[l.buffer_bytes for l in lv],
+        outer_worker=outer_worker_levels(system, diloco_workers),
+        bus=bus,
     )
 
 
@@ -343,7 +368,16 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
         ep_overlap=1 if t.ep_overlap else 0, etp=t.expert_tensor_parallel,
-        grad_var_tol=t.gradient_variance_tolerance)
+        grad_var_tol=t.gradient_variance_tolerance,
+        stream_fragments=t.streaming_fragments, stream_overlap_steps=t.streaming_overlap_steps,
+        outer_state_bytes=t.outer_state_bytes_per_param, target_tokens=t.target_tokens,
+        **_token_table(t.diloco_token_multiplier))
+
+
+def _token_table(points) -> dict:
+    """The tokens-to-target table as (log H, multiplier) arrays padded to MAX_TOKEN_POINTS with its last point."""
+    pts = list(points) + [points[-1]] * (MAX_TOKEN_POINTS - len(points))
+    return dict(token_log_h=[np.log(float(h)) for h, _ in pts], token_mult=[float(m) for _, m in pts])
 
 
 # TrainP flag -> Training.recompute_modules entry
@@ -355,9 +389,28 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
     return Params(
         model=model_params(scenario.model, dtype),
         gpu=gpu_params(scenario.system, scenario.training, dtype),
-        net=net_params(scenario.system, dtype),
+        net=net_params(scenario.system, dtype, scenario.training.diloco_workers),
         transport=transport_params(scenario.transports, dtype),
         train=train_params(scenario.training, scenario.system, dtype),
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
-        topology=Topology.of(scenario.system),
+        topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario)),
+        prices=price_params(getattr(scenario, "prices", None), dtype),
     )
+
+
+def provisions(scenario) -> bool:
+    """Whether an option or a baseline of the scenario sets a co-design axis (cost/provision.py), i.e. is not
+    "auto"."""
+    from .space import AUTO, AXES
+    in_space = any(v != AUTO for ax, opts in zip(AXES, scenario.space.options) if ax.startswith("xb_") for v in opts)
+    in_baselines = any(v not in ("auto", 0, AUTO) for b in (getattr(scenario, "baselines", None) or {}).values()
+                       for ax, v in b.items() if ax.startswith("xb_"))
+    return in_space or in_baselines
+
+
+def price_params(prices, dtype=jnp.float32) -> PriceP:
+    """Prices of a scenario's prices file (specs.PriceSpec), zeros without one."""
+    if prices is None:
+        return _arrays(PriceP, dtype, gpu_usd_per_hour=0.0, link_usd_per_GBps_hour=0.0, port_usd_per_hour=0.0)
+    return _arrays(PriceP, dtype, gpu_usd_per_hour=prices.gpu_usd_per_hour,
+                   link_usd_per_GBps_hour=prices.link_usd_per_GBps_hour, port_usd_per_hour=prices.port_usd_per_hour)

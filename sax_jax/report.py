@@ -80,6 +80,14 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "burst_round_loss": cost["burst_round_loss"],
         "gradient_drop_fraction": cost["gradient_drop_fraction"],
         "gradient_variance_increase": cost["gradient_variance_increase"],
+        # low-communication training (cost/outer_sync.py): time to the synchronous run's loss
+        "tokens_multiplier": cost["tokens_multiplier"],
+        "effective_tokens_per_s": cost["effective_tokens_per_s"],
+        "time_to_target_s": cost["time_to_target_s"],
+        # infrastructure prices (cost/provision.py)
+        "network_usd_per_hour": cost["network_usd_per_hour"],
+        "cost_usd_per_hour": cost["cost_usd_per_hour"],
+        "train_cost_usd": cost["train_cost_usd"],
     }
     return rec
 
@@ -102,6 +110,14 @@ def print_eval(rec: dict, console: Console | None = None):
                                 f"{rec['interruptions_per_hour']:.3g} interruptions/h, checkpoint every "
                                 f"{rec['checkpoint_interval_s'] / 60:.1f} min, {100 * rec['degraded_fraction']:.2g} % "
                                 f"of the time on fewer planes)")
+    if rec.get("tokens_multiplier", 1.0) != 1.0:
+        head.add_row("time to target", f"{rec['time_to_target_s'] / 86400:,.2f} days ({rec['effective_tokens_per_s']:,.0f} "
+                                       f"tokens/s of synchronous-equivalent progress: DiLoCo needs "
+                                       f"{rec['tokens_multiplier']:.3f}x the tokens)")
+    if rec.get("cost_usd_per_hour"):
+        head.add_row("infrastructure", f"${rec['cost_usd_per_hour']:,.0f}/h (cross-building network "
+                                       f"${rec['network_usd_per_hour']:,.0f}/h); to the target: "
+                                       f"${rec['train_cost_usd'] / 1e6:,.2f}M")
     if "burst_round_loss" in rec:
         head.add_row("microbursts, bounded loss",
                      f"{100 * rec['burst_round_loss']:.3g} % of a flow's rounds meet a buffer overflow; gradient "

@@ -78,21 +78,51 @@ class Overlap(Option):
     DP_TP = "dp+tp"
 
 
+class DpSync(Option):
+    """How data-parallel replicas synchronize (cost/outer_sync.py)."""
+    EVERY_STEP = "every_step"  # synchronous data parallelism: gradients reduced over the whole group every step
+    # DiLoCo (Douillard et al. 2023, arXiv 2311.08105): workers (buildings or regions) take sync_every local steps,
+    # syncing only inside the worker, then all-reduce the outer gradient (parameter delta) across workers, blocking
+    DILOCO = "diloco"
+    # Streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): the model in fragments, one synced at a time,
+    # each fragment's outer all-reduce overlapped with the next inner steps
+    STREAMING = "streaming"
+
+
+class OuterPrecision(Option):
+    """Bytes per element of the outer gradient on the wire (streaming DiLoCo sends it in 4 bits without loss of
+    quality, arXiv 2501.18512 section 3)."""
+    FP32 = "fp32"
+    BF16 = "bf16"
+    FP8 = "fp8"
+    FP4 = "fp4"
+
+
+OUTER_BYTES = (4.0, 2.0, 1.0, 0.5)  # per OuterPrecision code
+
 SCHEDULES = Schedule.labels()
 RECOMPUTE = Recompute.labels()
 SHARDING = Sharding.labels()
 DP_ALGOS = DpAlgo.labels()
 OVERLAP = Overlap.labels()
+DP_SYNCS = DpSync.labels()
+OUTER_PRECISIONS = OuterPrecision.labels()
 LAYOUT_AXES = ("tp", "cp", "pp", "dp")  # axes of the rank layout; ep lives inside dp
 PLACEMENTS = tuple("-".join(p) for p in itertools.permutations(LAYOUT_AXES))
 
-NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels")
-AUTO_AXES = ("dp", "qps", "channels")  # 0 = "auto": derived (dp) or the transport's own setting
-CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap")
+NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels", "sync_every", "xb_bandwidth_GBps",
+                "xb_planes", "xb_oversub")
+# 0 = "auto": derived (dp), the transport's own setting (qps, channels) or the system file's (xb_*: cost/provision.py)
+AUTO_AXES = ("dp", "qps", "channels", "xb_bandwidth_GBps", "xb_planes", "xb_oversub")
+REAL_AXES = ("xb_bandwidth_GBps", "xb_oversub")  # numeric axes that need not be whole numbers
+CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap", "dp_sync",
+                    "outer_precision")
 AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "transport", "qps", "channels",
-        "schedule", "sharding", "dp_algo", "overlap")  # = Design field order
+        "schedule", "sharding", "dp_algo", "overlap", "dp_sync", "sync_every", "outer_precision",
+        "xb_bandwidth_GBps", "xb_planes", "xb_oversub")  # = Design field order
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
-                   "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP}
+                   "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP, "dp_sync": DP_SYNCS,
+                   "outer_precision": OUTER_PRECISIONS}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
 
 
@@ -122,6 +152,13 @@ class Design(NamedTuple):
     sharding: jnp.ndarray
     dp_algo: jnp.ndarray
     overlap: jnp.ndarray
+    dp_sync: jnp.ndarray  # every_step | diloco | streaming (cost/outer_sync.py)
+    sync_every: jnp.ndarray  # H: inner steps per outer synchronization (1 = every step)
+    outer_precision: jnp.ndarray  # outer gradient bytes on the wire (OUTER_BYTES)
+    # infrastructure co-design (cost/provision.py): the cross-building levels' provisioning (0 = the system's)
+    xb_bandwidth_GBps: jnp.ndarray  # per GPU per direction
+    xb_planes: jnp.ndarray
+    xb_oversub: jnp.ndarray
 
 
 def placement_inner_table() -> np.ndarray:
@@ -156,7 +193,8 @@ class DesignSpace:
         defaults = {"tp": [1], "cp": [1], "pp": [1], "dp": ["auto"], "ep": [1], "vpp": [1], "mbs": [1],
                     "qps": ["auto"], "channels": ["auto"], "schedule": ["1f1b"], "recompute": ["none"], "sharding": ["zero1"],
                     "placement": ["tp-cp-dp-pp"], "transport": [transport_names[0]], "dp_algo": ["ring"],
-                    "overlap": ["dp"]}
+                    "overlap": ["dp"], "dp_sync": ["every_step"], "sync_every": [1], "outer_precision": ["fp32"],
+                    "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"]}
         options = []
         for axis in AXES:
             raw = spec.get(axis, defaults[axis])

@@ -157,6 +157,17 @@ RANGES = {
         "checkpoint_interval_s": Range(0, 1e8, why="seconds of training between checkpoints; 0 = Daly optimum"),
         "gpu_failures_per_gpu_hour": Range(0, 1, why="job-killing non-network failures per GPU-hour"),
         "gradient_variance_tolerance": Range(0, 1_000, why="extra gradient variance / |g|^2 dropped data may add"),
+        "streaming_fragments": Range(1, 10_000, True, why="streaming DiLoCo: model fragments synced in turn"),
+        "streaming_overlap_steps": Range(0, 1_000_000, why="streaming DiLoCo: inner steps a fragment's sync may "
+                                                           "overlap (tau)"),
+        "outer_state_bytes_per_param": Range(0, 256, why="DiLoCo outer optimizer state per parameter (anchor, "
+                                                         "momentum)"),
+        "target_tokens": Range(1, 1e16, why="tokens of synchronous training to the target loss"),
+    },
+    "prices": {
+        "gpu_usd_per_hour": Range(0, 1e6, why="one GPU with its node and building share, per hour"),
+        "link_usd_per_GBps_hour": Range(0, 1e6, why="one GB/s of cross-building uplink capacity, per hour"),
+        "port_usd_per_hour": Range(0, 1e6, why="one cross-building NIC port (per GPU per plane), per hour"),
     },
 }
 # Ranges of the layer-kind fields (MLA, sliding windows, hybrid blocks, MoE widths) and the recipe settings (LoRA,
@@ -195,6 +206,17 @@ ARCH_RANGES = {
 
 
 MAX_LOSS_PHASES = 4  # phases of a transport's loss_schedule (params.py pads to this many)
+
+DILOCO_WORKER_LEVELS = ("building", "region")  # DiLoCo workers: one per building, or one per region
+MAX_TOKEN_POINTS = 8  # points of a diloco_token_multiplier table (params.py pads to this many)
+# Tokens to reach the synchronous run's loss, relative to it, per H (inner steps per outer sync).
+# EXAMPLE VALUES, not measurements: shaped after the published findings that DiLoCo with a few workers matches
+# synchronous data parallelism at H of a few hundred (Douillard et al. 2023, arXiv 2311.08105, section 3: 8
+# workers, H = 500, comparable perplexity with 500x less communication) and that quality degrades slowly as H
+# grows (Douillard et al. 2025, arXiv 2501.18512, ablation over H; Charles et al. 2025, arXiv 2503.09799,
+# scaling laws: with 2 replicas DiLoCo matches or beats data parallelism at scale). Replace them with your own
+# ablation (training.diloco_token_multiplier in the scenario).
+DEFAULT_DILOCO_TOKENS = ((1, 1.0), (10, 1.0), (30, 1.01), (100, 1.02), (300, 1.04), (1000, 1.08), (3000, 1.15))
 
 
 def ranges_of(kind: str) -> dict:
@@ -693,6 +715,19 @@ class TransportSpec:
         return tuple(out)
 
 
+@dataclasses.dataclass(frozen=True)
+class PriceSpec:
+    """Infrastructure prices for co-design (cost/provision.py), per hour (amortized purchase plus operation)."""
+    name: str = "prices"
+    gpu_usd_per_hour: float = 0.0
+    link_usd_per_GBps_hour: float = 0.0
+    port_usd_per_hour: float = 0.0
+    source: str = ""  # where the numbers come from, or that they are examples
+
+    def validate(self, file=None):
+        _ranges(self, "prices", "", file)
+
+
 BEST_KERNEL = "best"
 
 
@@ -775,11 +810,46 @@ class Training:
     # attention's TP ranks and EP carved from dp (the model's layout before folding). Megatron-Bridge's MoE
     # benchmark recipes all set expert_tensor_parallel_size = 1.
     expert_tensor_parallel: int = 0
+    # Low-communication training across buildings/regions (space axes dp_sync, sync_every, outer_precision;
+    # cost/outer_sync.py). DiLoCo workers: one per building (campus and region levels are outer) or one per region
+    # (only the region level is outer).
+    diloco_workers: str = "building"
+    # streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): fragments synced in turn (the paper's strided
+    # fragments of a few layers each) and the inner steps tau each fragment's sync overlaps. Assumptions: 4, 1.
+    streaming_fragments: int = 4
+    streaming_overlap_steps: float = 1.0
+    # DiLoCo's outer state: the fp32 copy of the parameters at the last sync and the outer Nesterov momentum
+    # (Douillard et al. 2023, Algorithm 1): 8 bytes per parameter, sharded like the inner optimizer
+    outer_state_bytes_per_param: float = 8.0
+    # tokens-to-target multiplier per H: ((H, multiplier), ...), H increasing from (1, 1.0); log-linear in between
+    diloco_token_multiplier: tuple = DEFAULT_DILOCO_TOKENS
+    # tokens of synchronous training to the target loss (time_to_target_s); example: 1T tokens
+    target_tokens: float = 1e12
 
     def __post_init__(self):
         if self.framework is None:
             object.__setattr__(self, "framework", Framework())
         object.__setattr__(self, "recompute_modules", tuple(self.recompute_modules))
+        object.__setattr__(self, "diloco_token_multiplier",
+                           tuple(tuple(p) if isinstance(p, list) else p for p in self.diloco_token_multiplier))
+
+    def _validate_diloco(self, file):
+        _check(self.diloco_workers in DILOCO_WORKER_LEVELS, "training.diloco_workers", self.diloco_workers,
+               "unknown worker level", f"use one of {', '.join(DILOCO_WORKER_LEVELS)}", file=file)
+        tab = self.diloco_token_multiplier
+        key, hint = "training.diloco_token_multiplier", "e.g. [[1, 1.0], [100, 1.02], [1000, 1.08]] (H, multiplier)"
+        _check(isinstance(tab, tuple) and 1 <= len(tab) <= MAX_TOKEN_POINTS, key, tab,
+               f"must be a list of 1 to {MAX_TOKEN_POINTS} [H, multiplier] pairs", hint, file=file)
+        prev = 0.0
+        for i, pt in enumerate(tab):
+            ok = (isinstance(pt, tuple) and len(pt) == 2 and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pt))
+            _check(ok, f"{key}[{i}]", pt, "must be a pair [H, multiplier] of numbers", hint, file=file)
+            _check(pt[0] > prev, f"{key}[{i}]", pt, f"H must increase (previous {prev:g})", hint, file=file)
+            _check(0.1 <= pt[1] <= 100.0, f"{key}[{i}]", pt, "multiplier must be in [0.1, 100]", hint, file=file)
+            prev = pt[0]
+        _check(tuple(tab[0]) == (1, 1.0), f"{key}[0]", tab[0], "must be [1, 1.0]: H = 1 is synchronous training",
+               hint, file=file)
 
     def validate(self, file=None):
         _ranges(self, "training", "training.", file)
@@ -787,6 +857,7 @@ class Training:
         _check(not bad, "training.recompute_modules", bad[0] if bad else None, "unknown module",
                f"use any of {', '.join(RECOMPUTE_MODULES)}", file=file)
         self.framework.validate(file)
+        self._validate_diloco(file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)
 

@@ -21,6 +21,7 @@ from ..engine import DEFAULT_ENGINE
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
 from ..search.checkpoint import ResumeError
+from ..codesign import XB_AXES, check_percent, cheapest_network
 from ..space import AXES
 from ..specs import ConfigError
 from ..trust import print_warnings, warnings_for
@@ -237,6 +238,8 @@ def check_args(args, n_devices: int | None = None) -> None:
         host, _, port = args.coordinator.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ConfigError(None, "--coordinator", args.coordinator, "must be HOST:PORT", "e.g. node0:1234")
+    if args.cheapest is not None:
+        check_percent(args.cheapest)
     if args.objective is not None and args.objective not in OBJECTIVES + tuple(OBJECTIVE_ALIASES):
         raise ConfigError(None, "--objective", args.objective, "unknown objective",
                           f"one of {', '.join(OBJECTIVES + tuple(OBJECTIVE_ALIASES))}")
@@ -292,6 +295,9 @@ def run(args) -> int:
         where = f"; resume with: sax sweep {args.scenario} --out {args.out} --resume" if args.out else ""
         print(f"interrupted{where}", file=sys.stderr)
         return 130
+    cheapest = None
+    if args.cheapest is not None:  # the single-building reference is one more sweep; the answer is on the cost front
+        cheapest = cheapest_network(scenario, args.cheapest, result, chunk_size=args.chunk, devices=args.devices)
     ranking = {}
     if args.robust:
         # the sweep kept max(--top, --robust-top) designs: the robust ranking takes the first --robust-top, the
@@ -310,7 +316,8 @@ def run(args) -> int:
         write_outputs(result, args.out, warnings, {**bands, **({"robust": ranking} if ranking else {})})
     if args.json:
         print_json({**summary(result, warnings), "baselines": {n: b["step_time_s"] for n, b in base.items()},
-                    "speedup_vs": speedup_vs, **bands, **({"robust": ranking} if ranking else {})})
+                    "speedup_vs": speedup_vs, **bands, **({"robust": ranking} if ranking else {}),
+                    **({"cheapest": cheapest} if cheapest else {})})
     else:
         print_result(result, console, scenario.space)
         for name, ratio in speedup_vs.items():
@@ -327,6 +334,8 @@ def run(args) -> int:
             print_bands(bands, console)
         if ranking:
             print_robust(ranking, console, scenario.space, args.top)
+        if cheapest:
+            print_cheapest(cheapest, console, scenario.space)
         print_warnings(warnings, console)
         if args.out:
             console.print(f"wrote {args.out}/result.json, top.csv/json, pareto_*.csv/json")
@@ -334,6 +343,21 @@ def run(args) -> int:
         from ..plots import plot_sweep
         console.print(f"wrote {plot_sweep(result, args.plot, base)}")
     return 0
+
+
+def print_cheapest(ans: dict, console: Console, space) -> None:
+    console.print(f"single-building reference: {fmt_time(ans['reference_step_time_s'])} per step; "
+                  f"{ans['percent']:g}% of its throughput = at most {fmt_time(ans['limit_s'])}", soft_wrap=True)
+    best = ans["best"]
+    if best is None:
+        console.print(f"no design of the space reaches it ({ans['front_points']} points on the time-vs-cost front)")
+        return
+    d = best["design"]
+    net = ", ".join(f"{ax}={d[ax]}" for ax in XB_AXES)
+    rest = ", ".join(f"{ax}={d[ax]}" for ax in varied_axes(space) if ax not in XB_AXES)
+    console.print(f"cheapest network: {net}: {fmt_time(best['step_time_s'])} per step, "
+                  f"${best['cost_usd_per_hour']:,.0f}/h (network ${best['network_usd_per_hour']:,.0f}/h) with {rest}",
+                  soft_wrap=True)
 
 
 def _count(text: str) -> int:
@@ -353,7 +377,12 @@ def register(sub):
                         "that differ only in knobs without effect there do not fill the list")
     p.add_argument("--objective", default=None, metavar="NAME",
                    help="rank by this instead of the scenario's objective: step_time_s, tokens_per_s, mfu, "
-                        "goodput_tokens_per_s (or goodput: tokens/s after failures and checkpoints)")
+                        "goodput_tokens_per_s (or goodput: tokens/s after failures and checkpoints), "
+                        "effective_tokens_per_s or time_to_target_s (time to the synchronous run's loss: DiLoCo's "
+                        "tokens multiplier included)")
+    p.add_argument("--cheapest", type=float, default=None, metavar="PCT",
+                   help="co-design (a scenario with prices): the cheapest design, network included, within PCT%% of "
+                        "the single-building throughput (one more sweep finds that reference)")
     p.add_argument("--out", default=None, metavar="DIR", help="checkpoint and result directory")
     p.add_argument("--resume", action="store_true", help="continue the sweep checkpointed in --out")
     p.add_argument("--devices", type=whole_number, default=None, metavar="N", help="use the first N devices (default all)")

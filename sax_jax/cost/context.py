@@ -19,6 +19,7 @@ from .placement import group_members, layout_strides
 from .stages import slowest_stage
 from .bursts import ring_flows_per_level
 from .placement import spans
+from ..space import DpSync
 from .transport import GradientPath, ecmp_table, effective_bandwidth, gradient_factors, level_factors
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
@@ -40,7 +41,10 @@ class Context(NamedTuple):
     pp: Group
     dp_group: Group
     ep: Group
-    grad_k: jax.Array  # [L] participants of the gradient group (dp x cp: same weights)
+    grad_k: jax.Array  # [L] participants of the gradient group synced every step (dp x cp: same weights; under
+    #                    DiLoCo only its part inside one worker)
+    grad_k_outer: jax.Array  # [L] participants of the DiLoCo outer sync (across workers); 1 everywhere without it
+    local_sync: jax.Array  # True where the design syncs across workers only every sync_every > 1 steps
     grad_k_building: jax.Array  # [L] the part inside one building (HSDP's shard group), 1 outside
     grad_k_across: jax.Array  # [L] the part across buildings, 1 inside
     grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
@@ -86,7 +90,14 @@ def context(params, d) -> Context:
     carved = Group(*group_members(ep, stride[3], net.unit_gpus))
     ep_g = Group(jnp.where(folded, fold_m, carved.members), jnp.where(folded, fold_m / fold_m_below,
                                                                        carved.participants))
-    grad_k = dp_g.participants * cp_g.participants
+    grad_k_all = dp_g.participants * cp_g.participants
+    # DiLoCo / streaming DiLoCo (cost/outer_sync.py): inner steps sync only inside a worker; with H = 1, or when the
+    # group has no member in another worker, the design is synchronous data parallelism
+    outer = net.outer_worker > 0
+    grad_k_across_workers = jnp.where(outer, grad_k_all, 1.0)
+    local_sync = (d.dp_sync != DpSync.EVERY_STEP) & (d.sync_every > 1.0) & (jnp.prod(grad_k_across_workers) > 1.0)
+    grad_k = jnp.where(local_sync, jnp.where(outer, 1.0, grad_k_all), grad_k_all)
+    grad_k_outer = jnp.where(local_sync, grad_k_across_workers, 1.0)
     inside = np.asarray(topo.inside_building)
     grad_k_building = jnp.where(inside, grad_k, 1.0)
     grad_k_across = jnp.where(inside, 1.0, grad_k)
@@ -118,7 +129,7 @@ def context(params, d) -> Context:
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
-        grad_k=grad_k, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
+        grad_k=grad_k, grad_k_outer=grad_k_outer, local_sync=local_sync, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         alpha_grad_s=alpha_grad_s, bw_grad_Bps=bw_grad_Bps, gradient=gradient,

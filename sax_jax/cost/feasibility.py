@@ -50,7 +50,7 @@ def _experts(p, d, c, mem):
 
 def _nonintegral(p, d, c, mem):
     ok = (is_int(d.tp) & is_int(d.cp) & is_int(d.pp) & is_int(c.dp) & is_int(d.ep) & is_int(d.vpp)
-          & is_int(d.mbs) & is_int(d.qps) & is_int(d.channels))
+          & is_int(d.mbs) & is_int(d.qps) & is_int(d.channels) & is_int(d.sync_every) & is_int(d.xb_planes))
     return ~ok
 
 

@@ -1,10 +1,12 @@
 """Composition: one design point -> Cost, as a sum of named terms. Pure; ``evaluate.py`` vmaps it once.
 
     step = pipeline(stage terms: compute, tp, cp, ep, ZeRO-3 share of dp)   [compute + tp + cp + ep + bubble + pp_p2p]
-         + per-step terms: dp (gradient reduction, parameter gather), optimizer
+         + per-step terms: dp (gradient reduction, parameter gather), outer_sync (DiLoCo, amortized), optimizer
          + straggler (waiting for the slowest of N GPUs)
          + stall (expected failure stalls)
     goodput = tokens/s x ETTR (interruptions, checkpoints, degraded periods: goodput.py), beside the step
+    time to target = target tokens x DiLoCo's tokens multiplier / goodput (outer_sync.py); what the infrastructure
+    costs per hour and for the whole run (provision.py, which also applies the co-design axes first)
     microbursts and bounded loss act inside the communication terms (transport.py, bursts.py); their per-round
     loss and the gradient a bounded-loss transport drops are reported beside the step
 
@@ -24,6 +26,8 @@ from .feasibility import violation_mask
 from .goodput import goodput
 from .moe import ep_term
 from .optimizer import optimizer_term
+from .provision import network_usd_per_hour, provisioned
+from .outer_sync import outer_sync_term, tokens_multiplier
 from .pipeline import pipeline_terms
 from .resilience import crossed_levels, stall_term
 from .straggler import straggler_term
@@ -33,6 +37,10 @@ from .terms import Breakdown, Cost
 
 def step_time(params, d) -> Cost:
     """Cost of one design point ``d`` (a scalar-leaf ``space.Design``) under ``params`` (``params.Params``)."""
+    # the cross-building network as the design provisions it (co-design axes; unchanged where they are "auto").
+    # Only where the scenario's space has such axes (static): otherwise the network stays shared by the batch.
+    if params.topology.provisioned:
+        params = params._replace(net=provisioned(params.net, d))
     model, train = params.model, params.train
     ctx = context(params, d)
     micro = ctx.microbatches
@@ -51,13 +59,14 @@ def step_time(params, d) -> Cost:
     pipe = pipeline_terms(ctx, d, model, train, params.gpu, t_f, t_b, t_w)
     optimizer = optimizer_term(ctx, d, params.gpu)
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
-    stall, total = stall_term(ctx, d, params.net, params.transport,
-                              pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s, train.n_gpus)
+    inner_s = pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s
+    outer = outer_sync_term(ctx, d, train, params.gpu, inner_s)
+    stall, total = stall_term(ctx, d, params.net, params.transport, inner_s + outer.step_s, train.n_gpus)
 
     terms = dict(compute=compute, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
-                 optimizer=optimizer, straggler=straggler, stall=stall)
+                 outer_sync=outer, optimizer=optimizer, straggler=straggler, stall=stall)
     breakdown = Breakdown(**{name: t.seconds(micro) for name, t in terms.items()})
-    memory = dp.memory_bytes + pipe.bubble.memory_bytes + compute.memory_bytes
+    memory = dp.memory_bytes + pipe.bubble.memory_bytes + compute.memory_bytes + outer.memory_bytes
     cross_bytes = sum(t.cross_bytes for t in terms.values())
     violation = violation_mask(params, d, ctx, memory)
     feasible = violation == 0
@@ -66,6 +75,12 @@ def step_time(params, d) -> Cost:
     safe_total = jnp.where(feasible, total, 1.0)
     tokens_per_s = jnp.where(feasible, train.gbs * ctx.seq / safe_total, 0.0)
     good = goodput(ctx, d, params, tokens_per_s)
+    mult = tokens_multiplier(train, d.sync_every, ctx.local_sync)
+    effective = good.goodput_tokens_per_s / mult
+    time_to_target_s = jnp.where(feasible & (effective > 0), train.target_tokens / jnp.where(effective > 0, effective,
+                                                                                              1.0), jnp.inf)
+    network_usd = network_usd_per_hour(params.net, params.prices, train.n_gpus)
+    usd_per_hour = train.n_gpus * params.prices.gpu_usd_per_hour + network_usd
     return Cost(
         step_time_s=jnp.where(feasible, total, jnp.inf),
         tokens_per_s=tokens_per_s,
@@ -82,4 +97,10 @@ def step_time(params, d) -> Cost:
         burst_round_loss=jnp.max(crossed_levels(ctx) * ctx.gradient.round_loss),
         gradient_drop_fraction=ctx.gradient.dropped,
         gradient_variance_increase=ctx.gradient.variance_increase,
+        tokens_multiplier=mult,
+        effective_tokens_per_s=effective,
+        time_to_target_s=time_to_target_s,
+        network_usd_per_hour=network_usd,
+        cost_usd_per_hour=usd_per_hour,
+        train_cost_usd=jnp.where(feasible, usd_per_hour * time_to_target_s / 3600.0, jnp.inf),
     )

@@ -34,6 +34,7 @@ class Breakdown(NamedTuple):
     pp_p2p: Array
     bubble: Array
     dp_exposed: Array
+    outer_sync: Array  # DiLoCo's outer synchronization across workers, per step (cost/outer_sync.py)
     optimizer: Array
     straggler: Array
     stall: Array
@@ -63,10 +64,19 @@ class Cost(NamedTuple):
     burst_round_loss: Array  # per-round loss probability of one flow at the worst level the design crosses
     gradient_drop_fraction: Array  # expected fraction of the gradient a bounded-loss transport drops (training mean)
     gradient_variance_increase: Array  # the relative gradient variance that adds, d / (1 - d) (training mean)
+    # low-communication training (cost/outer_sync.py): time to the same loss, not only time per step
+    tokens_multiplier: Array  # tokens to the synchronous run's loss / its tokens (1 for every-step sync)
+    effective_tokens_per_s: Array  # goodput_tokens_per_s / tokens_multiplier; 0 when infeasible
+    time_to_target_s: Array  # Training.target_tokens / effective_tokens_per_s; +inf when infeasible
+    # infrastructure co-design (cost/provision.py); 0 without a prices file
+    network_usd_per_hour: Array  # the cross-building network as provisioned
+    cost_usd_per_hour: Array  # GPUs + that network
+    train_cost_usd: Array  # cost_usd_per_hour x time_to_target_s; +inf when infeasible
 
 
 # What a report of one design carries (the rest of Cost is internal: per-level spans, the unmasked time).
 REPORT_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_building_bytes", "feasible",
                  "violation", "breakdown", "goodput_tokens_per_s", "ettr", "interruptions_per_hour",
                  "degraded_fraction", "checkpoint_interval_s", "burst_round_loss", "gradient_drop_fraction",
-                 "gradient_variance_increase")
+                 "gradient_variance_increase", "tokens_multiplier", "effective_tokens_per_s", "time_to_target_s",
+                 "network_usd_per_hour", "cost_usd_per_hour", "train_cost_usd")

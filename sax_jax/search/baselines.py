@@ -25,7 +25,8 @@ def baseline_costs(scenario) -> dict:
                      "step_time_s": cost["step_time_s"] if cost["feasible"] else None,
                      "feasible": cost["feasible"], "memory_bytes": cost["memory_bytes"],
                      "cross_building_bytes": cost["cross_building_bytes"],
-                     "goodput_tokens_per_s": cost["goodput_tokens_per_s"]}
+                     "goodput_tokens_per_s": cost["goodput_tokens_per_s"],
+                     "time_to_target_s": cost["time_to_target_s"]}
     return out
 
 

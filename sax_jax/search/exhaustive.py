@@ -33,6 +33,13 @@ from . import fold
 from .progress import SweepProgress
 
 FRONTS = {"time_vs_memory": "memory_bytes", "time_vs_cross_building": "cross_building_bytes"}
+# with infrastructure prices (co-design, cost/provision.py): step time vs what the GPUs and the network cost per hour
+COST_FRONTS = {"time_vs_cost": "cost_usd_per_hour"}
+
+
+def fronts_of(scenario) -> dict:
+    """The Pareto fronts a sweep of ``scenario`` keeps: FRONTS, and COST_FRONTS when it has prices."""
+    return {**FRONTS, **(COST_FRONTS if getattr(scenario, "prices", None) is not None else {})}
 FRONT_SIZE = 512
 GROUP_MIN = 8  # designs per group of the block's two-level selections (top-k, front candidates)
 CPU_CHUNK = 1 << 20  # designs per device per block
@@ -73,10 +80,13 @@ class SweepResult:
         return dataclasses.asdict(self)
 
 
+MINIMIZED = ("step_time_s", "time_to_target_s", "train_cost_usd")  # the other objectives: larger is better
+
+
 def _objective_key(cost, objective: str):
-    if objective == "step_time_s":
-        return cost.step_time_s
-    return -getattr(cost, objective)  # tokens_per_s, mfu, goodput_tokens_per_s: larger is better
+    if objective in MINIMIZED:
+        return getattr(cost, objective)
+    return -getattr(cost, objective)  # tokens_per_s, mfu, goodput/effective tokens per s: larger is better
 
 
 def _resolve_devices(devices):
@@ -94,7 +104,7 @@ def _default_chunk(devs) -> int:
     return CPU_CHUNK if devs[0].platform == "cpu" else ACCEL_CHUNK
 
 
-def _build_step(space, objective: str, layout, rows: int, mesh, distinct: bool = False):
+def _build_step(space, objective: str, layout, rows: int, mesh, distinct: bool = False, fronts=None):
     """jit(shard_map(block -> new state)); arguments: state (stacked per device), scalars, params.
 
     Per device: grid-evaluate its rows into the negated objective and step time and the front metrics (the
@@ -103,7 +113,7 @@ def _build_step(space, objective: str, layout, rows: int, mesh, distinct: bool =
     """
     n_axes, radices = len(AXES), space.radices
     n_loc = rows * layout.inner_n
-    metrics = tuple(FRONTS.values())
+    metrics = tuple((fronts or FRONTS).values())
     group = 1  # consecutive designs per selection group: the last inner axes, at least GROUP_MIN designs
     for i in reversed(layout.inner_axes):
         if group >= GROUP_MIN:
@@ -150,8 +160,8 @@ def _global(arr, sharding):
     return jax.make_array_from_callback(arr.shape, sharding, lambda idx: arr[idx])
 
 
-def _init_state(k: int) -> State:
-    return State(topk.init(k), tuple(pareto.init(FRONT_SIZE) for _ in FRONTS), np.int32(0), np.int32(0))
+def _init_state(k: int, fronts=None) -> State:
+    return State(topk.init(k), tuple(pareto.init(FRONT_SIZE) for _ in (fronts or FRONTS)), np.int32(0), np.int32(0))
 
 
 def _to_host(state) -> State:
@@ -164,8 +174,8 @@ def _flatten(state: State) -> dict:
     return {f"a{i}": np.asarray(x) for i, x in enumerate(leaves)}
 
 
-def _unflatten(arrays: dict, k: int) -> State:
-    treedef = jax.tree_util.tree_structure(_init_state(k))
+def _unflatten(arrays: dict, k: int, fronts=None) -> State:
+    treedef = jax.tree_util.tree_structure(_init_state(k, fronts))
     return jax.tree_util.tree_unflatten(treedef, [arrays[f"a{i}"] for i in range(len(arrays))])
 
 
@@ -186,15 +196,16 @@ def _records(scenario, indices: list, params) -> list:
 
 
 def _result_lists(scenario, host: State, params):
+    fronts_named = fronts_of(scenario)
     top_idx = [join_index(h, l) for kk, h, l in zip(host.top.key, host.top.hi, host.top.lo) if np.isfinite(kk)]
     front_idx = {name: [join_index(h, l) for t, h, l in zip(fr.t, fr.hi, fr.lo) if np.isfinite(t)]
-                 for name, fr in zip(FRONTS, host.fronts)}
+                 for name, fr in zip(fronts_named, host.fronts)}
     everything = top_idx + [i for idx in front_idx.values() for i in idx]
     by_index = {r["index"]: r for r in _records(scenario, everything, params)}
     copy = lambda i: {**by_index[i], "design": dict(by_index[i]["design"])}  # noqa: E731 (lists never alias)
     top = [copy(i) for i in top_idx]
     fronts = {name: [copy(i) for i in idx] for name, idx in front_idx.items()}
-    truncated = {name: bool(fr.truncated) for name, fr in zip(FRONTS, host.fronts)}
+    truncated = {name: bool(fr.truncated) for name, fr in zip(fronts_named, host.fronts)}
     return top, fronts, truncated
 
 
@@ -238,13 +249,14 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
                      "distinct": bool(distinct),
                      "front_size": FRONT_SIZE, "objective": scenario.objective, "start": str(start)}
 
-    cursor, host_state, prev_seconds = start, _init_state(top_k), 0.0
+    fronts = fronts_of(scenario)
+    cursor, host_state, prev_seconds = start, _init_state(top_k, fronts), 0.0
     if resume:
         if not out_dir:
             raise ValueError("resume needs out_dir (the --out of the interrupted sweep)")
         meta, arrays = ckpt.load(out_dir)
         ckpt.check_compatible(meta, meta_expected, ckpt.path(out_dir))
-        cursor, host_state = min(int(meta["cursor"]), end), _unflatten(arrays, top_k)
+        cursor, host_state = min(int(meta["cursor"]), end), _unflatten(arrays, top_k, fronts)
         prev_seconds = float(meta.get("seconds", 0.0))
 
     params_host = engine.params(scenario)
@@ -259,9 +271,9 @@ def sweep(scenario, top_k=10, chunk_size=None, out_dir=None, resume=False, devic
 
     t_c = time.perf_counter()
     # the program depends on the options (constants of the grid), shapes and the reduction, not on params' values
-    cache_key = ("sweep", space, scenario.objective, layout, rows, top_k, distinct, fold.CANDIDATES,
+    cache_key = ("sweep", space, scenario.objective, layout, rows, top_k, distinct, fold.CANDIDATES, tuple(fronts),
                  tuple(d.id for d in devs), jax.process_count(), shape_key(params_host))
-    compiled = engine.program(cache_key, lambda: _build_step(space, scenario.objective, layout, rows, mesh, distinct)
+    compiled = engine.program(cache_key, lambda: _build_step(space, scenario.objective, layout, rows, mesh, distinct, fronts)
                               .lower(state, scalars(min(cursor, end - 1)), params).compile())
     compile_s = time.perf_counter() - t_c
 

@@ -380,6 +380,45 @@ def goodput_smooth(aux, digits, relaxed):
     return scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(ettr, 1e-30))
 
 
+def target_fitness(aux, digits):
+    """``scenario_fitness`` for time to the target loss (time_to_target_s, effective_tokens_per_s): log(step /
+    ETTR x tokens multiplier) orders feasible points by the time to train."""
+    params, tables = aux
+    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
+    extra = jnp.log(jnp.maximum(cost.tokens_multiplier, 1e-30)) - jnp.log(jnp.maximum(cost.ettr, 1e-30))
+    return penalized_fitness(cost, params.gpu.hbm_bytes) + extra, cost.step_time_s
+
+
+def target_smooth(aux, digits, relaxed):
+    """``scenario_smooth`` minus log ETTR plus log of the tokens multiplier (time to the target loss)."""
+    params, tables = aux
+    design = digits_design(tables, digits)
+    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
+    c = step_time(params, Design(*leaves))
+    return (scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(c.ettr, 1e-30))
+            + jnp.log(jnp.maximum(c.tokens_multiplier, 1e-30)))
+
+
+def cost_fitness(aux, digits):
+    """``target_fitness`` plus log of the infrastructure's hourly price: log of the cost to the target loss."""
+    params, tables = aux
+    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
+    extra = (jnp.log(jnp.maximum(cost.tokens_multiplier, 1e-30)) - jnp.log(jnp.maximum(cost.ettr, 1e-30))
+             + jnp.log(jnp.maximum(cost.cost_usd_per_hour, 1e-30)))
+    return penalized_fitness(cost, params.gpu.hbm_bytes) + extra, cost.step_time_s
+
+
+def cost_smooth(aux, digits, relaxed):
+    params, tables = aux
+    design = digits_design(tables, digits)
+    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
+    usd = step_time(params, Design(*leaves)).cost_usd_per_hour
+    return target_smooth(aux, digits, relaxed) + jnp.log(jnp.maximum(usd, 1e-30))
+
+
+TARGET_OBJECTIVES = ("time_to_target_s", "effective_tokens_per_s")
+
+
 def scenario_problem(scenario, params=None, inner_max: int | None = None) -> Problem:
     """A scenario's design space as a Problem; numeric axes in increasing value order.
 
@@ -399,7 +438,7 @@ def subgrid_problem(flat: Problem, inner_max: int, chunk_designs: int | None = N
     if split >= flat.n_axes:
         return flat
     spec = subgrid.Spec(split=split, inner_values=tuple(tuple(float(x) for x in v) for v in flat.values[split:]),
-                        goodput=flat.scenario is not None and flat.scenario.objective == "goodput_tokens_per_s")
+                        objective=subgrid.objective_kind(flat.scenario))
     chunk = max(1, (chunk_designs or subgrid.block_designs()) // spec.inner_n)
     params, tables = flat.aux
     anchors = tuple(dict.fromkeys(a[:split] for a in flat.anchors))
@@ -422,9 +461,14 @@ def _flat_problem(scenario, params=None) -> Problem:
         relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
         tables.append(jnp.asarray(vals, axis_dtype(ax)))
     good = scenario.objective == "goodput_tokens_per_s"
-    problem = Problem(radices=scenario.space.radices, fitness_fn=goodput_fitness if good else scenario_fitness,
+    target = scenario.objective in TARGET_OBJECTIVES
+    fitness = target_fitness if target else goodput_fitness if good else scenario_fitness
+    smooth = target_smooth if target else goodput_smooth if good else scenario_smooth
+    if scenario.objective == "train_cost_usd":
+        fitness, smooth = cost_fitness, cost_smooth
+    problem = Problem(radices=scenario.space.radices, fitness_fn=fitness,
                       aux=(params, tuple(tables)), values=tuple(values), relaxable=tuple(relaxable),
-                      smooth_fn=goodput_smooth if good else scenario_smooth, names=AXES,
+                      smooth_fn=smooth, names=AXES,
                       scenario=scenario, perm=tuple(perm), numeric=tuple(ax in NUMERIC_AXES for ax in AXES))
     anchors = []
     for name in scenario.baselines:

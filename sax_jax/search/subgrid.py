@@ -70,7 +70,7 @@ class Spec:
     """Static description of a sub-grid problem (hashable: it keys the compiled evaluator)."""
     split: int
     inner_values: tuple  # per inner axis (AXES[split:]): option values in problem digit order
-    goodput: bool
+    objective: str  # "step", "goodput", "target" (time to the target loss) or "cost" (its price): objective_kind
 
     @property
     def inner_radices(self) -> tuple:
@@ -79,6 +79,17 @@ class Spec:
     @property
     def inner_n(self) -> int:
         return int(math.prod(self.inner_radices))
+
+
+def objective_kind(scenario) -> str:
+    """The sub-grid's ordering of a scenario's objective, matching ``genome``'s flat fitness functions."""
+    from .genome import TARGET_OBJECTIVES
+    obj = None if scenario is None else scenario.objective
+    if obj == "goodput_tokens_per_s":
+        return "goodput"
+    if obj in TARGET_OBJECTIVES:
+        return "target"
+    return "cost" if obj == "train_cost_usd" else "step"
 
 
 def _subgrid(params, spec: Spec, outer_leaves):
@@ -111,8 +122,12 @@ def best_of_subgrid(params, spec: Spec, outer_leaves):
     cost = _subgrid(params, spec, outer_leaves)
     flat = lambda x: x.reshape(-1)  # noqa: E731
     raw = jnp.maximum(flat(cost.raw_step_time_s), 1e-30)
-    if spec.goodput:  # log(step / ETTR) = -log(goodput) + const
+    if spec.objective != "step":  # log(step / ETTR) = -log(goodput) + const
         raw = raw / jnp.maximum(flat(cost.ettr), 1e-30)
+    if spec.objective in ("target", "cost"):  # time to the target loss: x tokens multiplier
+        raw = raw * jnp.maximum(flat(cost.tokens_multiplier), 1e-30)
+    if spec.objective == "cost":  # its price: x USD per hour
+        raw = raw * jnp.maximum(flat(cost.cost_usd_per_hour), 1e-30)
     feasible = flat(cost.feasible)
     nviol = violation_count(flat(cost.violation))
     excess = raw * jnp.maximum(flat(cost.memory_bytes) / params.gpu.hbm_bytes, 1.0)
