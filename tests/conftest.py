@@ -1,4 +1,5 @@
 import os
+import tempfile
 
 import jax.numpy as jnp
 import numpy as np
@@ -9,6 +10,26 @@ import sax_jax as sx
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
 DEFAULT = os.path.join(CONFIGS, "scenarios", "default.yaml")
+
+# The CLI turns on JAX's persistent compilation cache (commands/sweep.py). CLI runs in subprocesses keep it, in a
+# directory of this test session: the suite then neither fills the user's ~/.cache nor shares cache files with another
+# process. CLI runs inside the pytest process do not turn it on: the process compiles hundreds of programs, and the
+# full suite aborted twice inside XLA's executable serialization for the cache (jax 0.10.2, CPU, a loaded machine;
+# the same test passes alone with the cache on); the in-memory cache serves the process anyway.
+if not (os.environ.get("SAX_COMPILE_CACHE_DIR") or os.environ.get("JAX_COMPILATION_CACHE_DIR")):
+    os.environ["SAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="sax-test-xla-")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_persistent_cache_in_process():
+    from sax_jax.commands import report, sensitivity, study, sweep
+    mods = (report, sensitivity, study, sweep)
+    saved = [m.setup_compile_cache for m in mods]
+    for m in mods:
+        m.setup_compile_cache = lambda jax, enabled=True: None
+    yield
+    for m, f in zip(mods, saved):
+        m.setup_compile_cache = f
 
 
 @pytest.fixture(scope="session")

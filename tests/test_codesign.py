@@ -147,3 +147,18 @@ def test_bad_network_axis_value_is_refused(tmp_path):
     spath.write_text(yaml.safe_dump(scen))
     with pytest.raises(ConfigError, match="space.xb_planes"):
         sx.load_scenario(str(spath))
+
+
+def test_progress_bar_shows_each_objective_positive_with_its_unit():
+    """The top-k key is the objective for minimized ones and its negation otherwise: the bar undoes exactly that."""
+    from sax_jax.search.exhaustive import MINIMIZED, _objective_key
+    from sax_jax.search.progress import _UNITS, _fmt_best
+    assert set(_UNITS) == set(MINIMIZED)
+
+    class Cost:
+        time_to_target_s, train_cost_usd, step_time_s, goodput_tokens_per_s = 1.774e6, 3.5e6, 5.25, 2.7e6
+
+    assert _fmt_best("time_to_target_s", _objective_key(Cost, "time_to_target_s")) == "1.774e+06 s"
+    assert _fmt_best("train_cost_usd", _objective_key(Cost, "train_cost_usd")) == "3.5e+06 USD"
+    assert _fmt_best("step_time_s", _objective_key(Cost, "step_time_s")) == "5.25 s"
+    assert _fmt_best("goodput_tokens_per_s", _objective_key(Cost, "goodput_tokens_per_s")) == "2.7e+06"

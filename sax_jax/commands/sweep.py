@@ -330,6 +330,12 @@ def run(args) -> int:
             g_base, g_best = base[name].get("goodput_tokens_per_s"), (result.top or [{}])[0].get("goodput_tokens_per_s")
             if result.objective == "goodput_tokens_per_s" and g_base and g_best:
                 console.print(f"  goodput {g_best:,.0f} vs {g_base:,.0f} tokens/s: {g_best / g_base:.2f}x")
+            # objectives other than the step: the ratio that ranks them (DiLoCo trades a faster step for more tokens)
+            o_base, o_best = base[name].get(result.objective), (result.top or [{}])[0].get(result.objective)
+            if result.objective in ("time_to_target_s", "train_cost_usd") and base[name]["feasible"] and o_best:
+                fmt = (lambda x: f"{x / 86400:,.2f} days") if result.objective == "time_to_target_s" else \
+                    (lambda x: f"${x:,.0f}")
+                console.print(f"  {result.objective}: {fmt(o_best)} vs {fmt(o_base)}: {o_base / o_best:.2f}x less")
         if bands:
             print_bands(bands, console)
         if ranking:

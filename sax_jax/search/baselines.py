@@ -26,7 +26,7 @@ def baseline_costs(scenario) -> dict:
                      "feasible": cost["feasible"], "memory_bytes": cost["memory_bytes"],
                      "cross_building_bytes": cost["cross_building_bytes"],
                      "goodput_tokens_per_s": cost["goodput_tokens_per_s"],
-                     "time_to_target_s": cost["time_to_target_s"]}
+                     "time_to_target_s": cost["time_to_target_s"], "train_cost_usd": cost["train_cost_usd"]}
     return out
 
 

@@ -15,6 +15,16 @@ def _fmt_rate(x: float) -> str:
     return f"{x:.0f}"
 
 
+# the top-k key is the objective for the minimized ones, its negation for the others (exhaustive._objective_key)
+_UNITS = {"step_time_s": " s", "time_to_target_s": " s", "train_cost_usd": " USD"}
+
+
+def _fmt_best(objective: str, key: float) -> str:
+    if objective in _UNITS:
+        return f"{key:.4g}{_UNITS[objective]}"
+    return f"{-key:.4g}"
+
+
 class SweepProgress:
     def __init__(self, total: int, objective: str, enabled: bool = True, done: int = 0):
         self.enabled = enabled
@@ -35,7 +45,7 @@ class SweepProgress:
             return
         feas = f"{100.0 * n_feasible / n_seen:.2f}%" if n_seen else "-"
         if math.isfinite(best):
-            best_s = f"{best:.4g} s" if self.objective == "step_time_s" else f"{-best:.4g}"
+            best_s = _fmt_best(self.objective, best)
         else:
             best_s = "-"
         self._p.update(self._task, completed=float(done), rate=_fmt_rate(rate) if rate > 0 else "-", feas=feas,
