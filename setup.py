@@ -11,7 +11,7 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DATA_SUFFIXES = (".yaml", ".yml", ".csv", ".json")  # .json: validation/uncertainty.json
+DATA_SUFFIXES = (".yaml", ".yml", ".csv", ".json", ".npz")  # .json: validation/uncertainty.json; .npz: traces
 
 
 def _config_files():

@@ -17,6 +17,7 @@ import yaml
 
 from . import specs as S
 from .resources import bundled, find_scenario
+from .moe.traces import scenario_trace
 from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, REAL_AXES, DesignSpace
 
 OBJECTIVES = ("step_time_s", "tokens_per_s", "mfu", "goodput_tokens_per_s", "effective_tokens_per_s",
@@ -38,6 +39,7 @@ class Scenario:
     default_baseline: str
     description: str = ""
     prices: S.PriceSpec | None = None  # infrastructure prices (co-design: cost/provision.py)
+    expert_trace: Any = None  # MoE activation trace (sax_jax/moe/traces.Trace) for the expert_placement axis
 
     @property
     def fingerprint(self) -> str:
@@ -45,7 +47,8 @@ class Scenario:
         blob = json.dumps([dataclasses.asdict(self.model), dataclasses.asdict(self.system),
                            dataclasses.asdict(self.training), [dataclasses.asdict(t) for t in self.transports],
                            [list(o) for o in self.space.options], self.objective]
-                          + ([dataclasses.asdict(self.prices)] if self.prices is not None else []),
+                          + ([dataclasses.asdict(self.prices)] if self.prices is not None else [])
+                          + ([self.expert_trace.digest] if self.expert_trace is not None else []),
                           sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -440,7 +443,7 @@ def static_design_errors(model: S.ModelSpec, system: S.SystemSpec, training: S.T
 
 
 SCENARIO_KEYS = ("name", "description", "model", "system", "training", "transports", "space", "objective",
-                 "baselines", "default_baseline", "prices")
+                 "baselines", "default_baseline", "prices", "expert_trace")
 
 
 def load_prices(ref, base_file: str | None = None, key: str = "prices") -> S.PriceSpec:
@@ -537,5 +540,6 @@ def load_scenario(path: str) -> Scenario:
     scen = Scenario(name=str(data.get("name", os.path.splitext(os.path.basename(path))[0])), path=path,
                     model=model, system=system, training=training, transports=transports, space=space,
                     objective=objective, baselines=dict(baselines), default_baseline=default,
-                    description=str(data.get("description", "")), prices=prices)
+                    description=str(data.get("description", "")), prices=prices,
+                    expert_trace=scenario_trace(data.get("expert_trace"), path, model, space, baselines))
     return scen

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .cost.expert_placement import ExpertTables
 from .cost.provision import PriceP
 from .space import placement_inner_table
 from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, SystemSpec, Training, ModelSpec
@@ -103,6 +104,7 @@ class ModelP(NamedTuple):
     mamba_chunk: jnp.ndarray
     shared_ffn: jnp.ndarray  # width of each shared expert
     moe_latent: jnp.ndarray  # LatentMoE width of the routed experts (0: hidden)
+    expert_slots: jnp.ndarray | float = 1.0  # experts held per GPU / (experts / ep): redundant replicas (EPLB)
 
 
 class GpuP(NamedTuple):
@@ -219,6 +221,7 @@ class Params(NamedTuple):
     placement_inner: jnp.ndarray  # [n_placements, 4, 4]
     topology: Topology  # static
     prices: PriceP = PriceP()  # infrastructure prices (cost/provision.py); 0 without a prices file
+    experts: ExpertTables | None = None  # MoE placement tables from an activation trace (sax_jax/moe/tables.py)
 
 
 def _f(x, dtype):
@@ -242,7 +245,7 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         experts=moe.experts if moe else 0, top_k=moe.top_k if moe else 1, expert_ffn=moe.expert_ffn if moe else 0,
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
-        locality=moe.locality if moe else 0.0, **_mla_values(m),
+        locality=moe.locality if moe else 0.0, expert_slots=1.0, **_mla_values(m),
         window=m.sliding_window.window if m.sliding_window else 0,
         window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0,
         **_block_values(m))
@@ -395,7 +398,17 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
         topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario)),
         prices=price_params(getattr(scenario, "prices", None), dtype),
+        experts=expert_tables(scenario, dtype),
     )
+
+
+def expert_tables(scenario, dtype=jnp.float32) -> ExpertTables | None:
+    """The scenario's expert placement tables (None without an activation trace: the model's constants)."""
+    trace = getattr(scenario, "expert_trace", None)
+    if trace is None:
+        return None
+    from .moe.tables import scenario_tables
+    return ExpertTables(*(_f(x, dtype) for x in scenario_tables(scenario)))
 
 
 def provisions(scenario) -> bool:

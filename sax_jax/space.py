@@ -100,6 +100,15 @@ class OuterPrecision(Option):
 
 OUTER_BYTES = (4.0, 2.0, 1.0, 0.5)  # per OuterPrecision code
 
+
+class ExpertPlacement(Option):
+    """Where a MoE layer's experts live in the EP group (host tables: sax_jax/moe/; cost: cost/expert_placement.py).
+    Without an activation trace every policy is ``contiguous`` with the model's constant locality and imbalance."""
+    CONTIGUOUS = "contiguous"  # expert e on EP rank e * ep // experts (Megatron-Core's layout)
+    EPLB = "eplb"  # DeepSeek EPLB: redundant replicas of the hot experts, balanced packing (hierarchical or global)
+    LOCALITY = "locality"  # domain-grouped micro-batches, each domain's popular experts beside its tokens (the seed's)
+    NODE_LIMITED = "node-limited"  # DeepSeek-V3 node-limited routing: a token reaches at most M nodes
+
 SCHEDULES = Schedule.labels()
 RECOMPUTE = Recompute.labels()
 SHARDING = Sharding.labels()
@@ -107,6 +116,7 @@ DP_ALGOS = DpAlgo.labels()
 OVERLAP = Overlap.labels()
 DP_SYNCS = DpSync.labels()
 OUTER_PRECISIONS = OuterPrecision.labels()
+EXPERT_PLACEMENTS = ExpertPlacement.labels()
 LAYOUT_AXES = ("tp", "cp", "pp", "dp")  # axes of the rank layout; ep lives inside dp
 PLACEMENTS = tuple("-".join(p) for p in itertools.permutations(LAYOUT_AXES))
 
@@ -116,13 +126,13 @@ NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels", "
 AUTO_AXES = ("dp", "qps", "channels", "xb_bandwidth_GBps", "xb_planes", "xb_oversub")
 REAL_AXES = ("xb_bandwidth_GBps", "xb_oversub")  # numeric axes that need not be whole numbers
 CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap", "dp_sync",
-                    "outer_precision")
+                    "outer_precision", "expert_placement")
 AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "transport", "qps", "channels",
         "schedule", "sharding", "dp_algo", "overlap", "dp_sync", "sync_every", "outer_precision",
-        "xb_bandwidth_GBps", "xb_planes", "xb_oversub")  # = Design field order
+        "xb_bandwidth_GBps", "xb_planes", "xb_oversub", "expert_placement")  # = Design field order
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
                    "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP, "dp_sync": DP_SYNCS,
-                   "outer_precision": OUTER_PRECISIONS}
+                   "outer_precision": OUTER_PRECISIONS, "expert_placement": EXPERT_PLACEMENTS}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
 
 
@@ -159,6 +169,7 @@ class Design(NamedTuple):
     xb_bandwidth_GBps: jnp.ndarray  # per GPU per direction
     xb_planes: jnp.ndarray
     xb_oversub: jnp.ndarray
+    expert_placement: jnp.ndarray  # ExpertPlacement code (MoE scenarios with an activation trace)
 
 
 def placement_inner_table() -> np.ndarray:
@@ -194,7 +205,8 @@ class DesignSpace:
                     "qps": ["auto"], "channels": ["auto"], "schedule": ["1f1b"], "recompute": ["none"], "sharding": ["zero1"],
                     "placement": ["tp-cp-dp-pp"], "transport": [transport_names[0]], "dp_algo": ["ring"],
                     "overlap": ["dp"], "dp_sync": ["every_step"], "sync_every": [1], "outer_precision": ["fp32"],
-                    "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"]}
+                    "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"],
+                    "expert_placement": ["contiguous"]}
         options = []
         for axis in AXES:
             raw = spec.get(axis, defaults[axis])

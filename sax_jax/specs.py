@@ -262,6 +262,9 @@ class MoESpec:
     # down to latent_size, dispatched, run through routed experts of width latent_size -> expert_ffn -> latent_size,
     # combined and projected back up; the shared expert stays at hidden width. 0: no latent projection
     latent_size: int = 0
+    # node-limited routing (DeepSeek-V3, arXiv 2412.19437 section 2.1.2: each token goes to at most M = 4 nodes);
+    # 0: unlimited. Read by the expert_placement policy node-limited (sax_jax/moe/tables.py)
+    node_limit: int = 0
 
     @property
     def shared_ffn(self) -> int:
@@ -270,6 +273,8 @@ class MoESpec:
     def validate(self, file=None):
         _ranges(self, "moe", "moe.", file)
         _check(self.top_k <= self.experts, "moe.top_k", self.top_k, "cannot exceed moe.experts", file=file)
+        _check(isinstance(self.node_limit, int) and 0 <= self.node_limit <= 100_000, "moe.node_limit",
+               self.node_limit, "must be a whole number of nodes >= 0 (0: unlimited)", file=file)
 
 
 @dataclasses.dataclass(frozen=True)

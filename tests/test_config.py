@@ -21,7 +21,7 @@ def test_every_bundled_scenario_loads(path):
 # 64 x 64 heads = 4096 query width on a 2880-wide residual stream), Nemotron-3 (head_dim 128 x 32 heads = 4096 on
 # 2688 (Nano) and 4096 (Super, equal))
 DECOUPLED_HEAD_WIDTH = {"deepseek-v3", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b", "nemotron3-nano-30b-a3b",
-                        "nemotron3.5-lightning"}
+                        "nemotron3.5-lightning", "qwen3-235b-a22b"}  # Qwen3: 64 x 128 query width over 4096
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(CONFIGS, "models", "*.yaml"))))

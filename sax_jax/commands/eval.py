@@ -5,6 +5,7 @@ from ..config import load_scenario
 from ..design_args import parse_sets, resolve_design
 from ..evaluate import evaluate_one
 from ..published import published_for
+from ..moe.report import placement_record, print_placement
 from ..report import eval_record, print_eval
 
 
@@ -14,10 +15,14 @@ def run(args) -> int:
     design = resolve_design(scenario, args.baseline, sets)
     rec = eval_record(scenario, scenario.space.to_dict(design), evaluate_one(scenario, design))
     rec["published"] = published_for(scenario, rec["design"])
+    placed = placement_record(scenario, rec["design"])  # MoE scenarios with an activation trace
+    if placed is not None:
+        rec["expert_placement"] = placed
     if args.json:
         print_json(rec)
     else:
         print_eval(rec)
+        print_placement(placed)
     return 0
 
 

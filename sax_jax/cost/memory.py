@@ -126,6 +126,7 @@ def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
                             + model.moe_fraction * (model.shared_experts * shared_mlp + 2.0 * h * model.moe_latent)
                             + model.mamba_fraction * mamba) / tp
     experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (etp * ep)
+    experts = experts * model.expert_slots  # redundant expert replicas (EPLB; cost/expert_placement.py), 1 without
     # input embedding on the first stage; with one stage the output layer too unless tied
     emb = model.vocab * h / tp * jnp.where(pp > 1.0, 1.0, 2.0 - model.tied)
     return dense + emb, experts

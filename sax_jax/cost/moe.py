@@ -9,7 +9,8 @@ measured backward is about twice the forward), full recompute the forward's agai
 import jax.numpy as jnp
 
 from ..space import full_recompute_share
-from .collectives import all_to_all_s, launch_s
+from .collectives import all_to_all_s, bottleneck, launch_s
+from .expert_placement import level_fractions
 from .overlap import exposed_s
 from .terms import Term
 
@@ -30,11 +31,27 @@ def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 
 
-def ep_term(ctx, d, model, train, gpu):
-    """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them)."""
+def traced_layer_comm_s(k_ep, level_bytes, model, alpha_s, bw_Bps):
+    """moe_layer_comm_s with the bytes crossing each level [L] from a placement table (cost/expert_placement.py)
+    instead of an even spread over the group."""
+    one = jnp.sum((k_ep - 1.0) * alpha_s + level_bytes / bw_Bps) + launch_s(k_ep, 1.0)
+    one = jnp.where(model.experts > 0, one, 0.0)
+    return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
+
+
+def ep_term(ctx, d, model, train, gpu, tables=None):
+    """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them). tables: the
+    scenario's expert placement tables (None: the model's constant locality and imbalance)."""
     members = ctx.ep.members
-    f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
-                                        ctx.bw_Bps)
+    if tables is None:
+        f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
+                                            ctx.bw_Bps)
+    else:
+        # every token's top_k copies, the share crossing each level; the busiest receiver gets imbalance x the mean
+        dispatched = moe_alltoall_bytes(ctx.tokens_gpu, model._replace(locality=0.0, imbalance=1.0))
+        level_share = level_fractions(tables, d, members)
+        f_moe_s, b_moe_s = traced_layer_comm_s(ctx.ep.participants, dispatched * level_share * model.imbalance,
+                                               model, ctx.alpha_s, ctx.bw_Bps)
     fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
     # Training.ep_overlap: in the 1F1B steady state Megatron-Core merges one microbatch's forward with another's
     # backward and runs each one's all-to-alls beside the other's layer compute, so a layer's all-to-alls hide under
@@ -49,7 +66,24 @@ def ep_term(ctx, d, model, train, gpu):
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     alltoalls = FWD_ALLTOALLS * (1.0 + full) + BWD_ALLTOALLS
-    leaving = members - jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])  # members outside each level
-    per_gpu = alltoalls * moe_alltoall_bytes(ctx.tokens_gpu, model) * jnp.sum(ctx.xb * leaving / d.ep)
+    if tables is None:
+        leaving = members - jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])  # members outside each level
+        per_gpu = alltoalls * moe_alltoall_bytes(ctx.tokens_gpu, model) * jnp.sum(ctx.xb * leaving / d.ep)
+    else:  # the mean sender's bytes (the job's traffic), not the busiest receiver's
+        per_gpu = alltoalls * dispatched * jnp.sum(ctx.xb * level_share)
     cross = ctx.microbatches * ctx.layers_stage * model.moe_fraction * per_gpu * train.n_gpus
-    return Term(stage_s=stage_s, cross_bytes=cross), fwd_layer_s
+    return Term(stage_s=stage_s, step_s=replica_sync_s(ctx, model, train, tables), cross_bytes=cross), fwd_layer_s
+
+
+def replica_sync_s(ctx, model, train, tables):
+    """Redundant expert replicas (EPLB) hold copies whose gradients must be summed with their primary's every step:
+    each replica holder exchanges its replicas' gradients with the primary's rank inside the EP group (a pairwise
+    all-reduce: S/B each way at the slowest level the group spans, plus its latency), and the sum is applied to
+    both. Their memory and their share of the expert data-parallel reduction come with the expert parameters
+    (memory.params_per_gpu x expert_slots)."""
+    if tables is None:
+        return 0.0
+    replica_bytes = ctx.params_expert * (1.0 - 1.0 / model.expert_slots) * train.grad_reduce_bytes
+    alpha_s, bw_Bps = bottleneck(ctx.ep.participants, ctx.alpha_grad_s, ctx.bw_grad_Bps)
+    sync = 2.0 * alpha_s + replica_bytes / bw_Bps
+    return jnp.where(model.expert_slots > 1.0, sync, 0.0)

@@ -22,6 +22,7 @@ from .compute import compute_term, model_flops_per_sequence
 from .context import context
 from .context_parallel import cp_term
 from .dp import dp_term
+from .expert_placement import placed_params
 from .feasibility import violation_mask
 from .goodput import goodput
 from .moe import ep_term
@@ -41,6 +42,7 @@ def step_time(params, d) -> Cost:
     # Only where the scenario's space has such axes (static): otherwise the network stays shared by the batch.
     if params.topology.provisioned:
         params = params._replace(net=provisioned(params.net, d))
+    params = placed_params(params, d)  # MoE expert placement from a trace (no-op without one)
     model, train = params.model, params.train
     ctx = context(params, d)
     micro = ctx.microbatches
@@ -49,7 +51,7 @@ def step_time(params, d) -> Cost:
     compute = compute_term(ctx, d, model)
     tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu, model)
     cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
-    ep, ep_fwd_s = ep_term(ctx, d, model, train, params.gpu)
+    ep, ep_fwd_s = ep_term(ctx, d, model, train, params.gpu, params.experts)
     dp = dp_term(ctx, d, train, params.gpu)
     t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s
     t_b = compute.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f
@@ -60,6 +62,7 @@ def step_time(params, d) -> Cost:
     optimizer = optimizer_term(ctx, d, params.gpu)
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
     inner_s = pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s
+    inner_s = inner_s + ep.step_s  # EPLB replicas' gradient exchange (0 without an expert trace)
     outer = outer_sync_term(ctx, d, train, params.gpu, inner_s)
     stall, total = stall_term(ctx, d, params.net, params.transport, inner_s + outer.step_s, train.n_gpus)
 
