@@ -100,6 +100,23 @@ class OuterPrecision(Option):
 
 OUTER_BYTES = (4.0, 2.0, 1.0, 0.5)  # per OuterPrecision code
 
+
+class LayerSplit(Option):
+    """Layers per pipeline stage when the pipeline crosses buildings of different GPU types (cost/hetero.py)."""
+    EVEN = "even"  # every stage the same (today's split)
+    SPEED = "speed"  # proportional to each GPU type's measured per-layer time
+    OPTIMIZED = "optimized"  # the integer split that minimizes the slowest stage
+
+
+class BatchSplit(Option):
+    """The global batch over data-parallel replicas in buildings of different GPU types (cost/hetero.py)."""
+    EVEN = "even"
+    BALANCED = "balanced"  # microbatches per replica so the slowest replica finishes first
+
+
+LAYER_SPLITS = LayerSplit.labels()
+BATCH_SPLITS = BatchSplit.labels()
+
 SCHEDULES = Schedule.labels()
 RECOMPUTE = Recompute.labels()
 SHARDING = Sharding.labels()
@@ -116,13 +133,16 @@ NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels", "
 AUTO_AXES = ("dp", "qps", "channels", "xb_bandwidth_GBps", "xb_planes", "xb_oversub")
 REAL_AXES = ("xb_bandwidth_GBps", "xb_oversub")  # numeric axes that need not be whole numbers
 CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap", "dp_sync",
-                    "outer_precision")
+                    "outer_precision",
+                    "layer_split", "batch_split")
 AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "transport", "qps", "channels",
         "schedule", "sharding", "dp_algo", "overlap", "dp_sync", "sync_every", "outer_precision",
-        "xb_bandwidth_GBps", "xb_planes", "xb_oversub")  # = Design field order
+        "xb_bandwidth_GBps", "xb_planes", "xb_oversub",
+        "layer_split", "batch_split")  # = Design field order
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
                    "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP, "dp_sync": DP_SYNCS,
-                   "outer_precision": OUTER_PRECISIONS}
+                   "outer_precision": OUTER_PRECISIONS,
+                   "layer_split": LAYER_SPLITS, "batch_split": BATCH_SPLITS}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
 
 
@@ -159,6 +179,9 @@ class Design(NamedTuple):
     xb_bandwidth_GBps: jnp.ndarray  # per GPU per direction
     xb_planes: jnp.ndarray
     xb_oversub: jnp.ndarray
+    # heterogeneous buildings (cost/hetero.py): layers per stage and batch per replica across GPU types
+    layer_split: jnp.ndarray
+    batch_split: jnp.ndarray
 
 
 def placement_inner_table() -> np.ndarray:
@@ -194,7 +217,8 @@ class DesignSpace:
                     "qps": ["auto"], "channels": ["auto"], "schedule": ["1f1b"], "recompute": ["none"], "sharding": ["zero1"],
                     "placement": ["tp-cp-dp-pp"], "transport": [transport_names[0]], "dp_algo": ["ring"],
                     "overlap": ["dp"], "dp_sync": ["every_step"], "sync_every": [1], "outer_precision": ["fp32"],
-                    "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"]}
+                    "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"],
+                    "layer_split": ["even"], "batch_split": ["even"]}
         options = []
         for axis in AXES:
             raw = spec.get(axis, defaults[axis])
