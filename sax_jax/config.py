@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from . import specs as S
+from .buildings import load_buildings
 from .resources import bundled, find_scenario
 from .moe.traces import scenario_trace
 from .space import AUTO_AXES, AXES, CATEGORICAL_AXES, NUMERIC_AXES, REAL_AXES, DesignSpace
@@ -299,14 +300,13 @@ def load_framework(name: Any, file: str | None, key: str = "training.framework")
 def load_system(ref, base_file: str | None = None, key: str = "system") -> S.SystemSpec:
     data, file = _resolve(ref, base_file, key)
     data = dict(data)
-    for k in ("name", "gpu", "levels"):
+    for k in ("name", "levels") + (() if "buildings" in data else ("gpu",)):
         if k not in data:
             raise S.ConfigError(file, k, None, "required key is missing")
-    unknown = set(data) - {"name", "gpu", "levels", "description"}
+    unknown = set(data) - {"name", "gpu", "levels", "description", "buildings"}
     if unknown:
         k = sorted(unknown)[0]
-        raise S.ConfigError(file, k, data[k], "unknown key", "system keys: name, gpu, levels, description")
-    gpu = load_gpu(data["gpu"], file)
+        raise S.ConfigError(file, k, data[k], "unknown key", "system keys: name, gpu, levels, description, buildings")
     if not isinstance(data["levels"], list):
         raise S.ConfigError(file, "levels", data["levels"], "must be a list of levels, inner to outer")
     levels = []
@@ -314,7 +314,12 @@ def load_system(ref, base_file: str | None = None, key: str = "system") -> S.Sys
         if not isinstance(lv, dict) or "name" not in lv:
             raise S.ConfigError(file, f"levels[{i}]", lv, "each level needs a mapping with a 'name'")
         levels.append(S.Level(**_whole(_build(S.Level, lv, file, f"levels.{lv['name']}."), "level")))
-    spec = S.SystemSpec(name=str(data["name"]), gpu=gpu, levels=tuple(levels))
+    buildings = load_buildings(data.get("buildings"), file, tuple(levels), load_gpu)  # heterogeneous systems
+    if buildings and "gpu" in data:
+        raise S.ConfigError(file, "gpu", data["gpu"], "a system with buildings gives each building its gpu",
+                            "drop the system-level gpu")
+    gpu = buildings[0].gpu if buildings else load_gpu(data["gpu"], file)
+    spec = S.SystemSpec(name=str(data["name"]), gpu=gpu, levels=tuple(levels), buildings=buildings)
     spec.validate(file)
     return spec
 

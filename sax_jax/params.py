@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .cost.expert_placement import ExpertTables
+from .cost.hetero import HeteroP
 from .cost.provision import PriceP
 from .space import placement_inner_table
 from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, SystemSpec, Training, ModelSpec
@@ -222,6 +223,7 @@ class Params(NamedTuple):
     topology: Topology  # static
     prices: PriceP = PriceP()  # infrastructure prices (cost/provision.py); 0 without a prices file
     experts: ExpertTables | None = None  # MoE placement tables from an activation trace (sax_jax/moe/tables.py)
+    hetero: HeteroP | None = None  # per GPU type of a system with buildings (cost/hetero.py); None: one type
 
 
 def _f(x, dtype):
@@ -399,6 +401,7 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
         topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario)),
         prices=price_params(getattr(scenario, "prices", None), dtype),
         experts=expert_tables(scenario, dtype),
+        hetero=hetero_params(scenario, dtype),
     )
 
 
@@ -409,6 +412,22 @@ def expert_tables(scenario, dtype=jnp.float32) -> ExpertTables | None:
         return None
     from .moe.tables import scenario_tables
     return ExpertTables(*(_f(x, dtype) for x in scenario_tables(scenario)))
+
+
+def hetero_params(scenario, dtype=jnp.float32) -> HeteroP | None:
+    """The GPU types of a system with ``buildings`` stacked on a leading axis (buildings.py); None without."""
+    from .buildings import building_system, building_types
+    system = scenario.system
+    if not system.buildings:
+        return None
+    types = building_types(system)
+    last = len(system.buildings) - 1
+    per = [building_system(system, b) for b, _ in types]
+    stack = lambda trees: jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
+    return HeteroP(gpu=stack([gpu_params(s, scenario.training, dtype) for s in per]),
+                   net=stack([net_params(s, dtype, scenario.training.diloco_workers) for s in per]),
+                   count=_f([len(ix) for _, ix in types], dtype), last=_f([last in ix for _, ix in types], dtype),
+                   buildings=_f(len(system.buildings), dtype))
 
 
 def provisions(scenario) -> bool:

@@ -6,6 +6,7 @@ import math
 from rich.console import Console
 from rich.table import Table
 
+from .buildings import paced_label
 from .cost import BREAKDOWN_KEYS, violation_reasons
 from .trust import print_warnings, warnings_for
 
@@ -89,6 +90,8 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "cost_usd_per_hour": cost["cost_usd_per_hour"],
         "train_cost_usd": cost["train_cost_usd"],
     }
+    if scenario.system.buildings:  # heterogeneous buildings (cost/hetero.py)
+        rec["paced_by"] = paced_label(scenario.system, cost["paced_by"])
     return rec
 
 
@@ -123,8 +126,11 @@ def print_eval(rec: dict, console: Console | None = None):
                      f"{100 * rec['burst_round_loss']:.3g} % of a flow's rounds meet a buffer overflow; gradient "
                      f"dropped {100 * rec['gradient_drop_fraction']:.3g} % (adds {100 * rec['gradient_variance_increase']:.3g} "
                      f"% of |g|^2 in variance)")
+    if rec.get("paced_by"):
+        head.add_row("paced by", rec["paced_by"])
     head.add_row("memory / GPU", f"{rec['memory_bytes'] / 2**30:.1f} GiB of {rec['memory_capacity_bytes'] / 2**30:.1f} "
-                                 f"GiB usable")
+                                 f"GiB usable" + (" (the GPU type nearest its HBM, scaled to the first building's)"
+                                                  if rec.get("paced_by") else ""))
     head.add_row("cross-building traffic", f"{rec['cross_building_bytes'] / 1e12:.3f} TB per step")
     con.print(head)
     bd = Table(title="time breakdown")

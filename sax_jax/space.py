@@ -109,6 +109,23 @@ class ExpertPlacement(Option):
     LOCALITY = "locality"  # domain-grouped micro-batches, each domain's popular experts beside its tokens (the seed's)
     NODE_LIMITED = "node-limited"  # DeepSeek-V3 node-limited routing: a token reaches at most M nodes
 
+
+class LayerSplit(Option):
+    """Layers per pipeline stage when the pipeline crosses buildings of different GPU types (cost/hetero.py)."""
+    EVEN = "even"  # every stage the same (today's split)
+    SPEED = "speed"  # proportional to each GPU type's measured per-layer time
+    OPTIMIZED = "optimized"  # the integer split that minimizes the slowest stage
+
+
+class BatchSplit(Option):
+    """The global batch over data-parallel replicas in buildings of different GPU types (cost/hetero.py)."""
+    EVEN = "even"
+    BALANCED = "balanced"  # microbatches per replica so the slowest replica finishes first
+
+
+LAYER_SPLITS = LayerSplit.labels()
+BATCH_SPLITS = BatchSplit.labels()
+
 SCHEDULES = Schedule.labels()
 RECOMPUTE = Recompute.labels()
 SHARDING = Sharding.labels()
@@ -126,13 +143,14 @@ NUMERIC_AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "qps", "channels", "
 AUTO_AXES = ("dp", "qps", "channels", "xb_bandwidth_GBps", "xb_planes", "xb_oversub")
 REAL_AXES = ("xb_bandwidth_GBps", "xb_oversub")  # numeric axes that need not be whole numbers
 CATEGORICAL_AXES = ("schedule", "recompute", "sharding", "placement", "transport", "dp_algo", "overlap", "dp_sync",
-                    "outer_precision", "expert_placement")
+                    "outer_precision", "expert_placement", "layer_split", "batch_split")
 AXES = ("tp", "cp", "pp", "dp", "ep", "vpp", "mbs", "recompute", "placement", "transport", "qps", "channels",
         "schedule", "sharding", "dp_algo", "overlap", "dp_sync", "sync_every", "outer_precision",
-        "xb_bandwidth_GBps", "xb_planes", "xb_oversub", "expert_placement")  # = Design field order
+        "xb_bandwidth_GBps", "xb_planes", "xb_oversub", "expert_placement", "layer_split", "batch_split")  # = Design field order
 _GLOBAL_OPTIONS = {"schedule": SCHEDULES, "recompute": RECOMPUTE, "sharding": SHARDING,
                    "placement": PLACEMENTS, "dp_algo": DP_ALGOS, "overlap": OVERLAP, "dp_sync": DP_SYNCS,
-                   "outer_precision": OUTER_PRECISIONS, "expert_placement": EXPERT_PLACEMENTS}
+                   "outer_precision": OUTER_PRECISIONS, "expert_placement": EXPERT_PLACEMENTS,
+                   "layer_split": LAYER_SPLITS, "batch_split": BATCH_SPLITS}
 AUTO = 0.0  # value of an AUTO_AXES axis meaning "auto"
 
 
@@ -170,6 +188,9 @@ class Design(NamedTuple):
     xb_planes: jnp.ndarray
     xb_oversub: jnp.ndarray
     expert_placement: jnp.ndarray  # ExpertPlacement code (MoE scenarios with an activation trace)
+    # heterogeneous buildings (cost/hetero.py): layers per stage and batch per replica across GPU types
+    layer_split: jnp.ndarray
+    batch_split: jnp.ndarray
 
 
 def placement_inner_table() -> np.ndarray:
@@ -206,7 +227,7 @@ class DesignSpace:
                     "placement": ["tp-cp-dp-pp"], "transport": [transport_names[0]], "dp_algo": ["ring"],
                     "overlap": ["dp"], "dp_sync": ["every_step"], "sync_every": [1], "outer_precision": ["fp32"],
                     "xb_bandwidth_GBps": ["auto"], "xb_planes": ["auto"], "xb_oversub": ["auto"],
-                    "expert_placement": ["contiguous"]}
+                    "expert_placement": ["contiguous"], "layer_split": ["even"], "batch_split": ["even"]}
         options = []
         for axis in AXES:
             raw = spec.get(axis, defaults[axis])

@@ -615,10 +615,19 @@ class Level:
 
 
 @dataclasses.dataclass(frozen=True)
+class BuildingSpec:
+    """One building of a heterogeneous system (sax_jax/buildings.py): its GPU type and the levels inside it (the
+    system's node and building levels, with this building's own fabric values where it gives them)."""
+    gpu: GpuSpec
+    levels: tuple  # of Level, inside one building (node .. building)
+
+
+@dataclasses.dataclass(frozen=True)
 class SystemSpec:
     name: str
-    gpu: GpuSpec
+    gpu: GpuSpec  # of a heterogeneous system: the first building's (the reference for reports)
     levels: tuple  # of Level, inner to outer
+    buildings: tuple = ()  # of BuildingSpec, one per building in rank order; () for one GPU type (buildings.py)
 
     def validate(self, file=None):
         _check(len(self.levels) >= 1, "levels", [], "needs at least the node level", file=file)

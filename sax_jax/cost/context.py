@@ -16,7 +16,7 @@ from .compute import LayerTimes, layer_times, logits_times
 from .lora import adapter_params_per_layer
 from .memory import params_per_gpu
 from .placement import group_members, layout_strides
-from .stages import slowest_stage
+from .stages import stage_layers
 from .bursts import ring_flows_per_level
 from .placement import spans
 from ..space import DpSync
@@ -29,6 +29,14 @@ class Group(NamedTuple):
     """One parallel group's place in the hierarchy."""
     members: jax.Array  # [L] members of one group inside one unit of each level (m_L)
     participants: jax.Array  # [L] participants of its hierarchical collective at each level (k_L)
+
+
+class StageShare(NamedTuple):
+    """One GPU type's share of a heterogeneous system's work (cost/hetero.py): layers on its slowest stage, whether
+    that stage runs the output layer, microbatches per replica. Without it context derives today's split."""
+    layers_stage: jax.Array
+    with_logits: jax.Array
+    microbatches: jax.Array
 
 
 class Context(NamedTuple):
@@ -67,14 +75,18 @@ class Context(NamedTuple):
     params_expert: jax.Array  # and its experts
     etp: jax.Array  # ranks one expert is split over (the design's tp unless MoE parallel folding sets it)
     params_adapter: jax.Array  # LoRA adapter parameters it holds (0 without LoRA; cost/lora.py)
+    # the split of the layers over stages (stages.py), for heterogeneous buildings (cost/hetero.py)
+    with_logits: jax.Array  # 1 if the slowest stage runs the output layer and loss
+    other_layers: jax.Array  # layers on every stage but the last
+    last_extra_s: jax.Array  # output layer, loss and MTP of the last stage, forward + backward
 
 
-def context(params, d) -> Context:
+def context(params, d, share: StageShare | None = None) -> Context:
     model, gpu, net, tr, train, topo = (params.model, params.gpu, params.net, params.transport, params.train,
                                         params.topology)
     tp, cp, pp, ep, vpp, mbs = d.tp, d.cp, d.pp, d.ep, d.vpp, d.mbs
     dp = jnp.where(d.dp == 0, train.n_gpus / (tp * cp * pp), d.dp)
-    microbatches = train.gbs / (dp * mbs)
+    microbatches = train.gbs / (dp * mbs) if share is None else share.microbatches
     seq = train.seq
 
     sizes = jnp.stack([tp, cp, pp, dp])
@@ -121,8 +133,11 @@ def context(params, d) -> Context:
     # projection (2h -> h) and the MTP layer's all-to-alls are left out.
     per_layer = 2.0 / (model.attn_fraction + model.mlp_fraction + model.mamba_fraction)
     mtp_s = train.mtp_layers * (per_layer * (layer.fwd_s + layer.bwd_s) + logits_fwd_s + logits_bwd_s)
-    layers_stage, with_logits = slowest_stage(model.layers, pp, vpp, layer.fwd_s + layer.bwd_s,
-                                              logits_fwd_s + logits_bwd_s, mtp_s)
+    last_extra_s = logits_fwd_s + logits_bwd_s + mtp_s
+    layers_stage, with_logits, other_layers = stage_layers(model.layers, pp, vpp, layer.fwd_s + layer.bwd_s,
+                                                           logits_fwd_s + logits_bwd_s, mtp_s)
+    if share is not None:  # one GPU type of a heterogeneous system (cost/hetero.py)
+        layers_stage, with_logits = share.layers_stage, share.with_logits
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
     params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage, etp)
@@ -136,4 +151,5 @@ def context(params, d) -> Context:
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,
-        params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp)
+        params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp,
+        with_logits=with_logits, other_layers=other_layers, last_extra_s=last_extra_s)

@@ -13,7 +13,14 @@ EXTRA_PIPELINE_UNITS = 2.0  # the embedding and the loss, when counted as layers
 
 
 def slowest_stage(layers, pp, vpp, layer_s, logits_s, mtp_s=0.0):
-    """(layers on the slowest stage, 1 if it also runs the output layer and loss else 0).
+    """(layers on the slowest stage, 1 if it also runs the output layer and loss else 0)."""
+    n_layers, with_logits, _ = stage_layers(layers, pp, vpp, layer_s, logits_s, mtp_s)
+    return n_layers, with_logits
+
+
+def stage_layers(layers, pp, vpp, layer_s, logits_s, mtp_s=0.0):
+    """(layers on the slowest stage, 1 if it also runs the output layer and loss else 0, layers on every stage but
+    the last).
 
     layer_s: one layer's forward + backward seconds; logits_s: the output layer's and loss's; mtp_s: the
     multi-token-prediction modules', which also run on the last stage. Megatron-Core's pipeline layouts count each
@@ -32,4 +39,4 @@ def slowest_stage(layers, pp, vpp, layer_s, logits_s, mtp_s=0.0):
     use_counted = (pp > 1.0) & ((t_counted < t_plain) | (pp * vpp > layers))
     n_layers = jnp.where(use_counted, jnp.where(last_heavier, last_layers, counted), plain)
     with_logits = jnp.where(use_counted, jnp.where(last_heavier, 1.0, 0.0), 1.0)
-    return n_layers, with_logits
+    return n_layers, with_logits, jnp.where(use_counted, counted, plain)

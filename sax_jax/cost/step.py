@@ -25,6 +25,7 @@ from .dp import dp_term
 from .expert_placement import placed_params
 from .feasibility import violation_mask
 from .goodput import goodput
+from .hetero import hetero_step_time
 from .moe import ep_term
 from .optimizer import optimizer_term
 from .provision import network_usd_per_hour, provisioned
@@ -36,15 +37,18 @@ from .tensor_parallel import tp_term
 from .terms import Breakdown, Cost
 
 
-def step_time(params, d) -> Cost:
-    """Cost of one design point ``d`` (a scalar-leaf ``space.Design``) under ``params`` (``params.Params``)."""
+def step_time(params, d, share=None) -> Cost:
+    """Cost of one design point ``d`` (a scalar-leaf ``space.Design``) under ``params`` (``params.Params``);
+    ``share``: one GPU type's part of a heterogeneous system (cost/hetero.py, which calls back here per type)."""
+    if params.hetero is not None:  # buildings of different GPU types: each type once, then the slowest paces
+        return hetero_step_time(params, d, step_time)
     # the cross-building network as the design provisions it (co-design axes; unchanged where they are "auto").
     # Only where the scenario's space has such axes (static): otherwise the network stays shared by the batch.
     if params.topology.provisioned:
         params = params._replace(net=provisioned(params.net, d))
     params = placed_params(params, d)  # MoE expert placement from a trace (no-op without one)
     model, train = params.model, params.train
-    ctx = context(params, d)
+    ctx = context(params, d, share)
     micro = ctx.microbatches
 
     # ---- one microbatch on the slowest stage: kernels and the communication they cannot hide
@@ -106,4 +110,5 @@ def step_time(params, d) -> Cost:
         network_usd_per_hour=network_usd,
         cost_usd_per_hour=usd_per_hour,
         train_cost_usd=jnp.where(feasible, usd_per_hour * time_to_target_s / 3600.0, jnp.inf),
+        paced_by=jnp.zeros((), jnp.int32),
     )

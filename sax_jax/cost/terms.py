@@ -47,7 +47,7 @@ class Cost(NamedTuple):
     step_time_s: Array  # +inf when infeasible
     tokens_per_s: Array
     mfu: Array
-    memory_bytes: Array  # peak per GPU (first pipeline stage)
+    memory_bytes: Array  # peak per GPU (first pipeline stage); several GPU types: cost/hetero.combine
     breakdown: Breakdown  # seconds; sums to the step time of a feasible point
     cross_building_bytes: Array  # whole job, per step, over campus and region links
     feasible: Array
@@ -72,6 +72,7 @@ class Cost(NamedTuple):
     network_usd_per_hour: Array  # the cross-building network as provisioned
     cost_usd_per_hour: Array  # GPUs + that network
     train_cost_usd: Array  # cost_usd_per_hour x time_to_target_s; +inf when infeasible
+    paced_by: Array  # GPU type (buildings.building_types order) whose stages or replicas pace the step; 0 if one type
 
 
 # What a report of one design carries (the rest of Cost is internal: per-level spans, the unmasked time).
@@ -79,4 +80,4 @@ REPORT_FIELDS = ("step_time_s", "tokens_per_s", "mfu", "memory_bytes", "cross_bu
                  "violation", "breakdown", "goodput_tokens_per_s", "ettr", "interruptions_per_hour",
                  "degraded_fraction", "checkpoint_interval_s", "burst_round_loss", "gradient_drop_fraction",
                  "gradient_variance_increase", "tokens_multiplier", "effective_tokens_per_s", "time_to_target_s",
-                 "network_usd_per_hour", "cost_usd_per_hour", "train_cost_usd")
+                 "network_usd_per_hour", "cost_usd_per_hour", "train_cost_usd", "paced_by")
