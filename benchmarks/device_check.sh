@@ -9,7 +9,8 @@
 #
 #     bash benchmarks/device_check.sh           # on a GPU machine; without a GPU it says so and exits 0
 #     bash benchmarks/device_check.sh --tiny    # every step at a tiny size on whatever device is there (CPU:
-#                                               # proves the script runs; a few minutes on 2 cores)
+#                                               # proves the script runs; limits x LIMIT_SCALE, default 6 there:
+#                                               # compiles on a few shared CPU cores take minutes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 tiny=0
@@ -34,8 +35,9 @@ if [ "$platform" != "gpu" ] && [ "$platform" != "cuda" ] && [ $tiny -eq 0 ]; the
   exit 0
 fi
 : > "$out/summary.txt"
+scale=${LIMIT_SCALE:-$([ $tiny -eq 1 ] && echo 6 || echo 1)}
 run() {  # name, seconds, command...: a step's output in $out/name, its stderr and exit status in name.err
-  local name=$1 limit=$2 rc; shift 2
+  local name=$1 limit=$(( $2 * scale )) rc; shift 2
   echo "== $name"
   timeout "$limit" "$@" > "$out/$name" 2> "$out/$name.err"; rc=$?
   echo "rc=$rc" >> "$out/$name.err"
