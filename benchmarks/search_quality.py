@@ -4,6 +4,7 @@
     python benchmarks/search_quality.py --scenarios h100-llama8b 2b-llama405b --methods relaxed random
     python benchmarks/search_quality.py --hard --json          # 22 spaces of 1.26e9, budget 1e-4 of each
     python benchmarks/search_quality.py --speed-only --json    # sweep vs search designs/s on one scenario
+    python benchmarks/search_quality.py --pareto memory --json # NSGA-II fronts vs the sweep's exact fronts
 
 ``--hard``: the exact optimum of each 1.26e9-design variant comes from the streaming sweep, cached under
 sweeps/search_suite/ by scenario fingerprint (the first run builds it: ~30 s per scenario on 2 CPU cores);
@@ -76,6 +77,38 @@ def speed(scenario_name: str, budget: int, repeat: int = 3) -> dict:
             "sweep_runs": sw, "search_runs": se}
 
 
+PARETO_FRONTS = {"memory": "time_vs_memory", "cross_bytes": "time_vs_cross_building"}
+
+
+def pareto_quality(metric: str, hard: bool, names, budget: int, fraction: float, seed: int, log) -> dict:
+    """NSGA-II (``search/multiobjective.py``, single designs) against the sweep's exact front of each scenario:
+    coverage (share of exact-front points some found point matches within 1% in both objectives) and the
+    hypervolume ratio (reference: 1.1 x the exact front's largest values)."""
+    from sax_jax.search.genome import scenario_problem
+    from sax_jax.search.multiobjective import coverage, hypervolume, pareto_search
+    rows = []
+    for sc in load_suite(names, hard=hard):
+        truth = exact_optimum(sc, log=log)
+        exact = np.asarray(truth["pareto"][PARETO_FRONTS[metric]], np.float64).reshape(-1, 2)
+        b = int(fraction * sc.space.size) if hard else budget
+        r = pareto_search(scenario_problem(sc), metric, budget=b, seed=seed)
+        found = np.asarray([[p["step_time_s"], p[r["field"]]] for p in r["front"]], np.float64).reshape(-1, 2)
+        ref = (exact[:, 0].max() * 1.1, exact[:, 1].max() * 1.1 + 1.0) if len(exact) else (1.0, 1.0)
+        hv = hypervolume(exact, ref)
+        row = {"name": sc.name, "exact_points": len(exact), "found_points": len(found),
+               "coverage_1pct": coverage(found, exact, 0.01), "coverage_5pct": coverage(found, exact, 0.05),
+               "hypervolume_ratio": hypervolume(found, ref) / hv if hv > 0 else 1.0,
+               "evaluations": r["evaluations"], "seconds": r["seconds"]}
+        log(f"{sc.name:22s} pareto {metric}: {row['found_points']} found, {row['exact_points']} exact, coverage "
+            f"{row['coverage_1pct']:.2f} (1%) {row['coverage_5pct']:.2f} (5%), hv {row['hypervolume_ratio']:.4f}")
+        rows.append(row)
+    mean = lambda k: float(np.mean([r[k] for r in rows])) if rows else None  # noqa: E731
+    return {"metric": metric, "suite": "hard" if hard else "small", "n_scenarios": len(rows),
+            "mean_coverage_1pct": mean("coverage_1pct"), "mean_coverage_5pct": mean("coverage_5pct"),
+            "mean_hypervolume_ratio": mean("hypervolume_ratio"),
+            "all_covered_1pct": sum(r["coverage_1pct"] == 1.0 for r in rows), "scenarios": rows}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--json", action="store_true", help="print one JSON object")
@@ -91,6 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--speed-budget", type=float, default=2e6, help="designs of the timed search")
     ap.add_argument("--speed-only", action="store_true", help="only the speed comparison")
     ap.add_argument("--no-speed", action="store_true", help="skip the speed comparison")
+    ap.add_argument("--pareto", choices=tuple(PARETO_FRONTS), default=None,
+                    help="only the multi-objective search: its fronts against the sweep's exact fronts")
     args = ap.parse_args(argv)
     for m in args.methods:
         if m not in METHODS:
@@ -98,6 +133,13 @@ def main(argv=None) -> int:
     log = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json else print
 
     t0 = time.perf_counter()
+    if args.pareto:
+        rec = pareto_quality(args.pareto, args.hard, args.scenarios, args.budget, args.fraction, 0, log)
+        print(json.dumps({"benchmark": "search_quality", "device": jax.devices()[0].device_kind,
+                          "budget": None if args.hard else args.budget, "fraction": args.fraction if args.hard
+                          else None, "pareto": rec, "total_seconds": time.perf_counter() - t0}, indent=1,
+                         default=float))
+        return 0
     speed_rec = None if args.no_speed else speed(args.speed_scenario, int(args.speed_budget))
     if speed_rec:
         log(f"speed on {speed_rec['scenario']}: sweep {speed_rec['sweep_designs_per_s']:.3g} designs/s, search "

@@ -1,5 +1,7 @@
 """`sax search SCENARIO --method {exhaustive,evolution,relaxed,random} [--strategy NAME] [--budget N]
 [--seconds S] [--seed S] [--flat] [--json]`: find a fast design and report it as a speedup over the scenario's named baselines.
+`sax search SCENARIO --pareto {memory,cross_bytes,goodput} [--budget N] [--seed S] [--json]`: the Pareto front of
+step time vs that metric from the multi-objective evolution (``search/multiobjective.py``).
 
 Same seed, same result. ``--json`` prints one object: {"method", "best": {"design", "step_time_s", ...},
 "evaluations", "seconds", "speedup_vs": {BASELINE: ratio}, ...}.
@@ -15,7 +17,7 @@ from rich.table import Table
 from . import print_json, whole_number
 from ..config import load_scenario
 from ..report import fmt_time
-from ..search.runner import MAX_BUDGET, METHODS, check_search_args, run_search
+from ..search.runner import MAX_BUDGET, METHODS, PARETO_METRICS, check_search_args, run_pareto, run_search
 from ..specs import ConfigError
 from ..trust import print_warnings, warnings_for
 
@@ -91,6 +93,8 @@ def run(args) -> int:
     args.seed = 0 if args.seed is None else args.seed
     check_search_args(args.method, args.strategy, args.budget, args.seed, args.seconds)  # before any compile
     check_robust_args(args)
+    if args.pareto is not None:
+        return _run_pareto(args)
     scenario = load_scenario(args.scenario)
     bar, update = _progress_bar(not args.json and sys.stderr.isatty() and args.method != "random")
     if bar is not None:
@@ -121,6 +125,29 @@ def run(args) -> int:
     return 0
 
 
+def _run_pareto(args) -> int:
+    if args.method != "evolution" or args.strategy is not None or args.robust or args.flat:
+        flag = "--robust" if args.robust else "--flat" if args.flat else "--strategy" if args.strategy else "--method"
+        raise ConfigError(None, flag, getattr(args, flag[2:]), "does not apply to --pareto",
+                          "--pareto runs the multi-objective evolution (NSGA-II) over single designs")
+    scenario = load_scenario(args.scenario)
+    rec = run_pareto(scenario, args.pareto, args.budget, args.seed, seconds=args.seconds)
+    if args.json:
+        print_json(rec)
+        return 0
+    con = Console()
+    t = Table(title=f"sax search --pareto {rec['metric']}: {rec['scenario']} ({len(rec['front'])} points, "
+                    f"{rec['evaluations']:,} evaluations, {rec['seconds']:.1f} s)")
+    t.add_column("step time", justify="right")
+    t.add_column(rec["field"], justify="right")
+    t.add_column("design")
+    for p in rec["front"]:
+        t.add_row(fmt_time(p["step_time_s"]), f"{p[rec['field']]:.4g}",
+                  ", ".join(f"{k}={v}" for k, v in p["design"].items()))
+    con.print(t)
+    return 0
+
+
 def register(sub):
     p = sub.add_parser("search", help="search a design space (exhaustive, evolution, relaxed, random)")
     p.add_argument("scenario", help="scenario: a bundled name (huge-four-buildings, default, ...) or a YAML path")
@@ -146,5 +173,8 @@ def register(sub):
                    help="with --robust: systems sampled (default 256)")
     p.add_argument("--robust-top", type=whole_number, default=None, metavar="K",
                    help="with --robust: candidates re-ranked (default 100)")
+    p.add_argument("--pareto", choices=PARETO_METRICS, default=None,
+                   help="multi-objective evolution (NSGA-II): the Pareto front of step time vs peak memory, "
+                        "cross-building bytes or goodput, instead of one best design")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)

@@ -95,28 +95,39 @@ def _init(problem: Problem, algo, es_params, key, strategy: str, popsize: int, s
     return key, state, arc
 
 
+def generation(aux, carry, es_params, algo, *, fitness_fn, radices, strategy):
+    """One ask / evaluate / tell step of ``carry`` = (key, strategy state, archive); returns the new carry
+    (shared by ``_segment`` and the islands of ``islands.py``)."""
+    key, state, arc = carry
+    key, k_ask, k_tell = jax.random.split(key, 3)
+    pop, state = algo.ask(k_ask, state, es_params)
+    if strategy != "cma_es":  # repair (Lamarckian): what is evaluated is what the strategy remembers
+        pop = jnp.clip(pop, 0.0, 1.0)
+    digits = genome_to_digits(pop, radices)
+    f, v = fitness_outputs(fitness_fn(aux, digits))  # the whole generation in one batched call
+    f = safe_fitness(f)
+    # CMA-ES samples outside [0, 1], where the clipped genome is a plateau it would drift on: a quadratic
+    # boundary penalty pulls the mean back (zero inside the box, so the archive is unaffected).
+    out = jnp.sum(jnp.square(pop - jnp.clip(pop, 0.0, 1.0)), axis=-1)
+    state, _ = algo.tell(k_tell, pop, f + BOUNDARY * out, state, es_params)
+    return key, state, archive_update(arc, digits, f, v)
+
+
 @functools.partial(jax.jit, static_argnames=("fitness_fn", "radices", "strategy", "popsize", "total_gens",
                                              "n_gens"))
 def _segment(aux, carry, es_params, *, fitness_fn, radices, strategy, popsize, total_gens, n_gens):
     algo, _ = _algorithm(strategy, popsize, len(radices), total_gens)
 
-    def generation(carry, _):
-        key, state, arc = carry
-        key, k_ask, k_tell = jax.random.split(key, 3)
-        pop, state = algo.ask(k_ask, state, es_params)
-        if strategy != "cma_es":  # repair (Lamarckian): what is evaluated is what the strategy remembers
-            pop = jnp.clip(pop, 0.0, 1.0)
-        digits = genome_to_digits(pop, radices)
-        f, v = fitness_outputs(fitness_fn(aux, digits))  # the whole generation in one batched call
-        f = safe_fitness(f)
-        # CMA-ES samples outside [0, 1], where the clipped genome is a plateau it would drift on: a quadratic
-        # boundary penalty pulls the mean back (zero inside the box, so the archive is unaffected).
-        out = jnp.sum(jnp.square(pop - jnp.clip(pop, 0.0, 1.0)), axis=-1)
-        state, _ = algo.tell(k_tell, pop, f + BOUNDARY * out, state, es_params)
-        arc = archive_update(arc, digits, f, v)
-        return (key, state, arc), arc.value
+    def step(carry, _):
+        carry = generation(aux, carry, es_params, algo, fitness_fn=fitness_fn, radices=radices, strategy=strategy)
+        return carry, carry[2].value
 
-    return jax.lax.scan(generation, carry, None, length=n_gens)
+    return jax.lax.scan(step, carry, None, length=n_gens)
+
+
+def even_segments(n: int, most: int = N_SEGMENTS) -> int:
+    """The most segments, up to ``most``, that split ``n`` steps evenly (one compiled segment length)."""
+    return max(s for s in range(1, min(most, n) + 1) if n % s == 0)
 
 
 def plan(budget: int, popsize: int, reserve: int, population_based: bool) -> tuple:

@@ -7,6 +7,7 @@ import numbers
 from ..specs import ConfigError
 
 METHODS = ("exhaustive", "evolution", "relaxed", "random")
+PARETO_METRICS = ("memory", "cross_bytes", "goodput")  # `sax search --pareto`: multiobjective.METRICS' keys
 MAX_BUDGET = 10**9  # model evaluations; beyond this use `sax sweep` (exhaustive, streamed, resumable)
 MAX_SEED = 2**32 - 1
 MAX_SECONDS = 7 * 86400
@@ -135,3 +136,19 @@ def _exhaustive(scenario, show_progress: bool) -> dict:
             "space_size": scenario.space.size, "fraction_of_space": res.n_designs / float(scenario.space.size),
             "seconds": res.seconds, "n_feasible": int(res.n_feasible),
             "baselines": {n: b["step_time_s"] for n, b in base.items()}, "speedup_vs": speedups(base, t)}
+
+
+def run_pareto(scenario, metric: str, budget: int = 5000, seed: int = 0, progress=None,
+               seconds: float | None = None) -> dict:
+    """`sax search --pareto METRIC`: the front of step time vs METRIC (``multiobjective.METRICS``) from the
+    NSGA-II search of single designs (``multiobjective.py``), as a JSON-ready record."""
+    from .genome import scenario_problem
+    from .multiobjective import pareto_search
+    if metric not in PARETO_METRICS:
+        raise ConfigError(None, "--pareto", metric, "unknown Pareto metric", f"metrics: {', '.join(PARETO_METRICS)}")
+    check_search_args("evolution", None, budget, seed, seconds)
+    problem = scenario_problem(scenario)
+    res = pareto_search(problem, metric, budget=budget, seed=seed, seconds=seconds, progress=progress)
+    return {"scenario": scenario.name, "method": "evolution", "strategy": "nsga2", "objective": scenario.objective,
+            "budget": budget, "space_size": problem.size, "fraction_of_space": res["evaluations"] / float(problem.size),
+            **res}
