@@ -1,6 +1,7 @@
 import os
 import tempfile
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -12,12 +13,21 @@ CONFIGS = os.path.join(ROOT, "configs")
 DEFAULT = os.path.join(CONFIGS, "scenarios", "default.yaml")
 
 # The CLI turns on JAX's persistent compilation cache (commands/sweep.py). CLI runs in subprocesses keep it, in a
-# directory of this test session: the suite then neither fills the user's ~/.cache nor shares cache files with another
-# process. CLI runs inside the pytest process do not turn it on: the process compiles hundreds of programs, and the
-# full suite aborted twice inside XLA's executable serialization for the cache (jax 0.10.2, CPU, a loaded machine;
-# the same test passes alone with the cache on); the in-memory cache serves the process anyway.
+# directory of this test session, so the suite neither fills the user's ~/.cache nor shares cache files with another
+# process; CLI runs inside the pytest process leave it off (their programs stay in memory, then are released below).
 if not (os.environ.get("SAX_COMPILE_CACHE_DIR") or os.environ.get("JAX_COMPILATION_CACHE_DIR")):
     os.environ["SAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="sax-test-xla-")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """Drop JAX's compiled programs after each test module. Every XLA:CPU executable maps ~25 memory regions; the
+    suite compiles thousands of programs in one process, and past the kernel's vm.max_map_count (65,530 by default)
+    LLVM's next allocation fails: the full suite aborted or segfaulted inside XLA compilation at varying tests
+    (each passes alone). Modules share no compiled program worth keeping, so this only costs recompiles of the
+    session fixtures' few programs."""
+    yield
+    jax.clear_caches()
 
 
 @pytest.fixture(autouse=True, scope="session")
