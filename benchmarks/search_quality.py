@@ -35,7 +35,8 @@ import numpy as np  # noqa: E402
 from search_suite import brute_force, exact_optimum, load_suite, problems  # noqa: E402
 from sax_jax.search.evolution import DEFAULT_STRATEGY, STRATEGIES, evolve  # noqa: E402
 from sax_jax.search.genome import design_dict  # noqa: E402
-from sax_jax.search.runner import problem_for  # noqa: E402
+from sax_jax.search.exhaustive import FRONTS  # noqa: E402
+from sax_jax.search.runner import PARETO, problem_for  # noqa: E402
 from sax_jax.search.random_search import random_search  # noqa: E402
 from sax_jax.search.relaxed import relaxed_search  # noqa: E402
 
@@ -77,7 +78,8 @@ def speed(scenario_name: str, budget: int, repeat: int = 3) -> dict:
             "sweep_runs": sw, "search_runs": se}
 
 
-PARETO_FRONTS = {"memory": "time_vs_memory", "cross_bytes": "time_vs_cross_building"}
+# --pareto metric -> the sweep's front of the same Cost field (goodput has no sweep front)
+PARETO_FRONTS = {m: front for m, (field, _) in PARETO.items() for front, f in FRONTS.items() if f == field}
 
 
 def pareto_quality(metric: str, hard: bool, names, budget: int, fraction: float, seed: int, log) -> dict:

@@ -80,7 +80,13 @@ def all_to_all_s(m, k, size_bytes, alpha_s, bw_Bps):
     """
     n = m[-1]
     m_below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
-    return jnp.sum((k - 1.0) * alpha_s + (m - m_below) / n * size_bytes / bw_Bps)
+    return all_to_all_levels_s(k, (m - m_below) / n * size_bytes, alpha_s, bw_Bps)
+
+
+def all_to_all_levels_s(k, level_bytes, alpha_s, bw_Bps):
+    """An all-to-all whose bytes leaving through each level [L] are given (an uneven spread: MoE expert placement
+    from a trace, cost/expert_placement.py): k_L - 1 latencies and level_bytes_L / B_L per level."""
+    return jnp.sum((k - 1.0) * alpha_s + level_bytes / bw_Bps)
 
 
 def bytes_per_level_allreduce(k, size_bytes):

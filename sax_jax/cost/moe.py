@@ -9,7 +9,7 @@ measured backward is about twice the forward), full recompute the forward's agai
 import jax.numpy as jnp
 
 from ..space import full_recompute_share
-from .collectives import all_to_all_s, bottleneck, launch_s
+from .collectives import all_to_all_levels_s, bottleneck, launch_s
 from .expert_placement import level_fractions
 from .overlap import exposed_s
 from .terms import Term
@@ -24,17 +24,10 @@ def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
     return tokens_per_gpu * width * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
 
 
-def moe_layer_comm_s(m_ep, k_ep, tokens_per_gpu, model, alpha_s, bw_Bps):
-    """(forward, backward) seconds of one MoE layer's all-to-alls: dispatch + combine, twice in backward."""
-    one = all_to_all_s(m_ep, k_ep, moe_alltoall_bytes(tokens_per_gpu, model), alpha_s, bw_Bps) + launch_s(k_ep, 1.0)
-    one = jnp.where(model.experts > 0, one, 0.0)
-    return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
-
-
-def traced_layer_comm_s(k_ep, level_bytes, model, alpha_s, bw_Bps):
-    """moe_layer_comm_s with the bytes crossing each level [L] from a placement table (cost/expert_placement.py)
-    instead of an even spread over the group."""
-    one = jnp.sum((k_ep - 1.0) * alpha_s + level_bytes / bw_Bps) + launch_s(k_ep, 1.0)
+def moe_layer_comm_s(k_ep, level_bytes, model, alpha_s, bw_Bps):
+    """(forward, backward) seconds of one MoE layer's all-to-alls: dispatch + combine, twice in backward.
+    level_bytes [L]: what one all-to-all sends through each level (collectives.all_to_all_levels_s)."""
+    one = all_to_all_levels_s(k_ep, level_bytes, alpha_s, bw_Bps) + launch_s(k_ep, 1.0)
     one = jnp.where(model.experts > 0, one, 0.0)
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 
@@ -43,15 +36,15 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them). tables: the
     scenario's expert placement tables (None: the model's constant locality and imbalance)."""
     members = ctx.ep.members
-    if tables is None:
-        f_moe_s, b_moe_s = moe_layer_comm_s(members, ctx.ep.participants, ctx.tokens_gpu, model, ctx.alpha_s,
-                                            ctx.bw_Bps)
+    if tables is None:  # an even spread over the group (all_to_all_s): (m_L - m_(L-1)) / m of S leaves through L
+        below = jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])
+        level_bytes = (members - below) / members[-1] * moe_alltoall_bytes(ctx.tokens_gpu, model)
     else:
         # every token's top_k copies, the share crossing each level; the busiest receiver gets imbalance x the mean
         dispatched = moe_alltoall_bytes(ctx.tokens_gpu, model._replace(locality=0.0, imbalance=1.0))
         level_share = level_fractions(tables, d, members)
-        f_moe_s, b_moe_s = traced_layer_comm_s(ctx.ep.participants, dispatched * level_share * model.imbalance,
-                                               model, ctx.alpha_s, ctx.bw_Bps)
+        level_bytes = dispatched * level_share * model.imbalance
+    f_moe_s, b_moe_s = moe_layer_comm_s(ctx.ep.participants, level_bytes, model, ctx.alpha_s, ctx.bw_Bps)
     fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
     # Training.ep_overlap: in the 1F1B steady state Megatron-Core merges one microbatch's forward with another's
     # backward and runs each one's all-to-alls beside the other's layer compute, so a layer's all-to-alls hide under

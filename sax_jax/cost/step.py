@@ -65,8 +65,8 @@ def step_time(params, d, share=None) -> Cost:
     pipe = pipeline_terms(ctx, d, model, train, params.gpu, t_f, t_b, t_w)
     optimizer = optimizer_term(ctx, d, params.gpu)
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
-    inner_s = pipe.total_s + dp.step_s + optimizer.step_s + straggler.step_s
-    inner_s = inner_s + ep.step_s  # EPLB replicas' gradient exchange (0 without an expert trace)
+    # ep.step_s: the gradient exchange of EPLB's redundant expert replicas (0 without an expert trace)
+    inner_s = pipe.total_s + dp.step_s + ep.step_s + optimizer.step_s + straggler.step_s
     outer = outer_sync_term(ctx, d, train, params.gpu, inner_s)
     stall, total = stall_term(ctx, d, params.net, params.transport, inner_s + outer.step_s, train.n_gpus)
 

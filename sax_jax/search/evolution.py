@@ -125,9 +125,11 @@ def _segment(aux, carry, es_params, *, fitness_fn, radices, strategy, popsize, t
     return jax.lax.scan(step, carry, None, length=n_gens)
 
 
-def even_segments(n: int, most: int = N_SEGMENTS) -> int:
-    """The most segments, up to ``most``, that split ``n`` steps evenly (one compiled segment length)."""
-    return max(s for s in range(1, min(most, n) + 1) if n % s == 0)
+def segment_plan(n: int, most: int = N_SEGMENTS) -> tuple:
+    """(steps per segment, segments) running at most ``n`` steps in up to ``most`` segments of one compiled length;
+    the n mod segments steps left over are not run (their budget goes to the polish)."""
+    segments = max(1, min(most, n))
+    return n // segments, segments
 
 
 def plan(budget: int, popsize: int, reserve: int, population_based: bool) -> tuple:

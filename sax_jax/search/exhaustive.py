@@ -28,6 +28,7 @@ from ..evaluate import cost_to_dict, evaluate
 from ..space import AXES
 from . import checkpoint as ckpt
 from . import pareto, topk
+from .pareto import FRONT_SIZE
 from .grid import IDX_BITS, MAX_BLOCK, choose_layout, global_index, grid_costs, join_index, positions, split_index
 from . import fold
 from .progress import SweepProgress
@@ -40,7 +41,6 @@ COST_FRONTS = {"time_vs_cost": "cost_usd_per_hour"}
 def fronts_of(scenario) -> dict:
     """The Pareto fronts a sweep of ``scenario`` keeps: FRONTS, and COST_FRONTS when it has prices."""
     return {**FRONTS, **(COST_FRONTS if getattr(scenario, "prices", None) is not None else {})}
-FRONT_SIZE = 512
 GROUP_MIN = 8  # designs per group of the block's two-level selections (top-k, front candidates)
 CPU_CHUNK = 1 << 20  # designs per device per block
 ACCEL_CHUNK = 1 << 23

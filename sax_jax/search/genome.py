@@ -329,94 +329,81 @@ def polish_reserve(problem: Problem, budget: int) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- scenarios
+def penalty(cost, hbm_bytes):
+    """0 for a feasible point; INFEASIBLE + PER_VIOLATION per violated check + log of the memory excess otherwise."""
+    excess = jnp.log(jnp.maximum(cost.memory_bytes / hbm_bytes, 1.0))
+    return jnp.where(cost.feasible, 0.0, INFEASIBLE + PER_VIOLATION * violation_count(cost.violation) + excess)
+
+
 def penalized_fitness(cost, hbm_bytes):
     """Cost batch -> finite fitness to minimize (see module docstring)."""
-    log_t = jnp.log(jnp.maximum(cost.raw_step_time_s, 1e-30))
-    nviol = violation_count(cost.violation)
-    excess = jnp.log(jnp.maximum(cost.memory_bytes / hbm_bytes, 1.0))
-    pen = jnp.where(cost.feasible, 0.0, INFEASIBLE + PER_VIOLATION * nviol + excess)
-    return safe_fitness(log_t + pen)
+    return safe_fitness(jnp.log(jnp.maximum(cost.raw_step_time_s, 1e-30)) + penalty(cost, hbm_bytes))
 
 
 def digits_design(tables, digits) -> Design:
     return Design(*[tab[digits[..., i]] for i, tab in enumerate(tables)])
 
 
-def scenario_fitness(aux, digits):
-    """Batched fitness of a scenario: one vmapped call of the model."""
-    params, tables = aux
-    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
-    return penalized_fitness(cost, params.gpu.hbm_bytes), cost.step_time_s
-
-
-def scenario_smooth(aux, digits, relaxed):
-    """One point whose relaxable numeric axes take continuous values ``relaxed`` (others from ``digits``):
-    log raw step time plus a smooth memory penalty. Non-integer values are flagged NONINTEGER by the model,
-    which is exactly why the raw time is used; divisibility constraints are left to the exact evaluation."""
-    params, tables = aux
-    design = digits_design(tables, digits)
-    leaves = []
-    for i, ax in enumerate(AXES):
-        leaf = getattr(design, ax)
-        leaves.append(relaxed[i] if ax in NUMERIC_AXES else leaf)
-    c = step_time(params, Design(*leaves))
-    excess = jnp.maximum(c.memory_bytes / params.gpu.hbm_bytes - 1.0, 0.0)
-    return jnp.log(jnp.maximum(c.raw_step_time_s, 1e-30)) + 4.0 * excess
-
-
-def goodput_fitness(aux, digits):
-    """``scenario_fitness`` for the goodput objective: log(step / ETTR) orders feasible points by goodput."""
-    params, tables = aux
-    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
-    return penalized_fitness(cost, params.gpu.hbm_bytes) - jnp.log(jnp.maximum(cost.ettr, 1e-30)), cost.step_time_s
-
-
-def goodput_smooth(aux, digits, relaxed):
-    """``scenario_smooth`` minus log ETTR (the goodput objective)."""
-    params, tables = aux
-    design = digits_design(tables, digits)
-    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
-    ettr = step_time(params, Design(*leaves)).ettr
-    return scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(ettr, 1e-30))
-
-
-def target_fitness(aux, digits):
-    """``scenario_fitness`` for time to the target loss (time_to_target_s, effective_tokens_per_s): log(step /
-    ETTR x tokens multiplier) orders feasible points by the time to train."""
-    params, tables = aux
-    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
-    extra = jnp.log(jnp.maximum(cost.tokens_multiplier, 1e-30)) - jnp.log(jnp.maximum(cost.ettr, 1e-30))
-    return penalized_fitness(cost, params.gpu.hbm_bytes) + extra, cost.step_time_s
-
-
-def target_smooth(aux, digits, relaxed):
-    """``scenario_smooth`` minus log ETTR plus log of the tokens multiplier (time to the target loss)."""
-    params, tables = aux
-    design = digits_design(tables, digits)
-    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
-    c = step_time(params, Design(*leaves))
-    return (scenario_smooth(aux, digits, relaxed) - jnp.log(jnp.maximum(c.ettr, 1e-30))
-            + jnp.log(jnp.maximum(c.tokens_multiplier, 1e-30)))
-
-
-def cost_fitness(aux, digits):
-    """``target_fitness`` plus log of the infrastructure's hourly price: log of the cost to the target loss."""
-    params, tables = aux
-    cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
-    extra = (jnp.log(jnp.maximum(cost.tokens_multiplier, 1e-30)) - jnp.log(jnp.maximum(cost.ettr, 1e-30))
-             + jnp.log(jnp.maximum(cost.cost_usd_per_hour, 1e-30)))
-    return penalized_fitness(cost, params.gpu.hbm_bytes) + extra, cost.step_time_s
-
-
-def cost_smooth(aux, digits, relaxed):
-    params, tables = aux
-    design = digits_design(tables, digits)
-    leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
-    usd = step_time(params, Design(*leaves)).cost_usd_per_hour
-    return target_smooth(aux, digits, relaxed) + jnp.log(jnp.maximum(usd, 1e-30))
-
-
+# What a scenario's objective multiplies the step time by, ordered as the log of it (smaller is better): "step"
+# nothing; "goodput" 1 / ETTR (goodput ~ 1 / (step / ETTR)); "target" (time to the target loss) also DiLoCo's
+# tokens multiplier; "cost" (its price) also the infrastructure's USD per hour. subgrid.py applies the same factors.
 TARGET_OBJECTIVES = ("time_to_target_s", "effective_tokens_per_s")
+
+
+def objective_kind(scenario) -> str:
+    obj = None if scenario is None else scenario.objective
+    if obj == "goodput_tokens_per_s":
+        return "goodput"
+    if obj in TARGET_OBJECTIVES:
+        return "target"
+    return "cost" if obj == "train_cost_usd" else "step"
+
+
+def _objective_log(x, cost, kind: str):
+    """x (a log step time) plus the log of the objective's factors (``objective_kind``)."""
+    if kind != "step":
+        x = x - jnp.log(jnp.maximum(cost.ettr, 1e-30))
+    if kind in ("target", "cost"):
+        x = x + jnp.log(jnp.maximum(cost.tokens_multiplier, 1e-30))
+    if kind == "cost":
+        x = x + jnp.log(jnp.maximum(cost.cost_usd_per_hour, 1e-30))
+    return x
+
+
+@functools.lru_cache(maxsize=None)
+def objective_fitness(kind: str = "step"):
+    """Batched fitness for an objective kind: one vmapped call of the model, ``penalized_fitness`` plus the log of
+    the objective's factors. Cached: one function object per kind, so equal problems share one compile."""
+
+    def fitness(aux, digits):
+        params, tables = aux
+        cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
+        return _objective_log(penalized_fitness(cost, params.gpu.hbm_bytes), cost, kind), cost.step_time_s
+
+    fitness.__name__ = f"{kind}_fitness"
+    return fitness
+
+
+@functools.lru_cache(maxsize=None)
+def objective_smooth(kind: str = "step"):
+    """One point whose relaxable numeric axes take continuous values ``relaxed`` (others from ``digits``): log raw
+    step time plus a smooth memory penalty plus the log of the objective's factors. Non-integer values are flagged
+    NONINTEGER by the model, which is exactly why the raw time is used; divisibility constraints are left to the
+    exact evaluation."""
+
+    def smooth(aux, digits, relaxed):
+        params, tables = aux
+        design = digits_design(tables, digits)
+        leaves = [relaxed[i] if ax in NUMERIC_AXES else getattr(design, ax) for i, ax in enumerate(AXES)]
+        c = step_time(params, Design(*leaves))
+        excess = jnp.maximum(c.memory_bytes / params.gpu.hbm_bytes - 1.0, 0.0)
+        return _objective_log(jnp.log(jnp.maximum(c.raw_step_time_s, 1e-30)) + 4.0 * excess, c, kind)
+
+    smooth.__name__ = f"{kind}_smooth"
+    return smooth
+
+
+scenario_fitness = objective_fitness("step")  # the step-time objective (tests and synthetic problems use it)
 
 
 def scenario_problem(scenario, params=None, inner_max: int | None = None) -> Problem:
@@ -438,7 +425,7 @@ def subgrid_problem(flat: Problem, inner_max: int, chunk_designs: int | None = N
     if split >= flat.n_axes:
         return flat
     spec = subgrid.Spec(split=split, inner_values=tuple(tuple(float(x) for x in v) for v in flat.values[split:]),
-                        objective=subgrid.objective_kind(flat.scenario))
+                        objective=objective_kind(flat.scenario))
     chunk = max(1, (chunk_designs or subgrid.block_designs()) // spec.inner_n)
     params, tables = flat.aux
     anchors = tuple(dict.fromkeys(a[:split] for a in flat.anchors))
@@ -460,12 +447,8 @@ def _flat_problem(scenario, params=None) -> Problem:
         values.append(vals)
         relaxable.append(bool(numeric and len(vals) > 1 and np.all(vals >= 1.0) and not np.any(vals == AUTO)))
         tables.append(jnp.asarray(vals, axis_dtype(ax)))
-    good = scenario.objective == "goodput_tokens_per_s"
-    target = scenario.objective in TARGET_OBJECTIVES
-    fitness = target_fitness if target else goodput_fitness if good else scenario_fitness
-    smooth = target_smooth if target else goodput_smooth if good else scenario_smooth
-    if scenario.objective == "train_cost_usd":
-        fitness, smooth = cost_fitness, cost_smooth
+    kind = objective_kind(scenario)
+    fitness, smooth = objective_fitness(kind), objective_smooth(kind)
     problem = Problem(radices=scenario.space.radices, fitness_fn=fitness,
                       aux=(params, tuple(tables)), values=tuple(values), relaxable=tuple(relaxable),
                       smooth_fn=smooth, names=AXES,

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .evolution import POPSIZE, POPULATION_BASED, _algorithm, even_segments, generation, strategy_name
+from .evolution import POPSIZE, POPULATION_BASED, _algorithm, generation, segment_plan, strategy_name
 from .exhaustive import _shard_map
 from .genome import (SearchResult, archive_init, archive_update, complete, digits_to_genome, evaluate_digits,
                      explore, explore_count, multi_polish, points_budget, polish_reserve, random_digits)
@@ -111,11 +111,11 @@ def island_evolve(problem, strategy: str = "de", budget: int = 5000, seed: int =
     gens = max((budget - evaluations - polish_reserve(problem, budget)) // need, 1)
     every = min(every, gens)  # a budget of fewer generations migrates once, at the end
     epochs = gens // every
-    segments = even_segments(epochs)
-    total = epochs * every
+    per_segment, segments = segment_plan(epochs)
+    total = per_segment * segments * every  # the generations that run (schedules anneal over them)
     algo, es_params = _algorithm(strategy, popsize, n, total)
     fn, mesh = _program(devices, problem.fitness_fn, radices, strategy, popsize, total, every, migrants,
-                        epochs // segments)
+                        per_segment)
     states = jax.vmap(lambda k, p, f: algo.init(k, p, f, es_params))(
         jax.random.split(k_init, n_isl), digits_to_genome(digits, radices), jnp.asarray(fit))
     arcs = jax.vmap(lambda d, f, v: archive_update(archive_init(n), d, f, v))(
@@ -126,8 +126,8 @@ def island_evolve(problem, strategy: str = "de", budget: int = 5000, seed: int =
         if deadline is not None and s > 0 and time.perf_counter() >= deadline:
             break
         carry, best = fn(problem.aux, carry, es_params)
-        evaluations += (epochs // segments) * every * need
-        done += (epochs // segments) * every
+        evaluations += per_segment * every * need
+        done += per_segment * every
         history.append(np.min(np.asarray(best), axis=0))
         if progress is not None:
             progress((s + 1) / segments, float(history[-1][-1]))

@@ -28,16 +28,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import pareto
-from .evolution import even_segments
-from .genome import INFEASIBLE, PER_VIOLATION, Problem, design_dict, digits_design, random_digits
+from .pareto import FRONT_SIZE
+from .runner import PARETO
+from .evolution import segment_plan
+from .genome import Problem, design_dict, digits_design, penalty, random_digits
 from ..cost import step_time
-from ..cost.feasibility import violation_count
 
-# --pareto NAME -> (Cost field, maximized?)
-METRICS = {"memory": ("memory_bytes", False), "cross_bytes": ("cross_building_bytes", False),
-           "goodput": ("goodput_tokens_per_s", True)}
+METRICS = PARETO  # --pareto NAME -> (Cost field, maximized?)
 POPSIZE = 128
-FRONT_SIZE = 512  # the sweep's front size (exhaustive.FRONT_SIZE)
 
 
 def metric_name(name: str) -> str:
@@ -52,8 +50,7 @@ def objectives(aux, digits, which):
     every metric shares one compiled search."""
     params, tables = aux
     cost = jax.vmap(step_time, in_axes=(None, 0))(params, digits_design(tables, digits))
-    excess = jnp.log(jnp.maximum(cost.memory_bytes / params.gpu.hbm_bytes, 1.0))
-    pen = jnp.where(cost.feasible, 0.0, INFEASIBLE + PER_VIOLATION * violation_count(cost.violation) + excess)
+    pen = penalty(cost, params.gpu.hbm_bytes)
     ys = [(-1.0 if maximize else 1.0) * getattr(cost, field) for field, maximize in METRICS.values()]
     logs = [-jnp.log(jnp.maximum(getattr(cost, field), 1e-30)) if maximize
             else jnp.log(jnp.maximum(getattr(cost, field), 1.0)) for field, maximize in METRICS.values()]
@@ -113,9 +110,10 @@ def offspring(key, digits, rank, crowd, radices):
     mutate = jax.random.bernoulli(k_m, 1.0 / n, child.shape)
     movable = jnp.asarray(radices) > 1
     forced = jax.nn.one_hot(jax.random.categorical(k_f, jnp.where(movable, 0.0, -jnp.inf), shape=(n_pop,)), n) > 0
-    # a redraw may pick the same option: shift it by one (mod radix) so the forced axis really moves
-    moved = jnp.where(redraw == child, (child + 1) % jnp.asarray(radices), redraw)
     child = jnp.where(mutate & movable, redraw, child)
+    # a child equal to its first parent moves on its forced axis; a redraw may pick the parent's option there:
+    # shift it by one (mod radix)
+    moved = jnp.where(redraw == pa, (pa + 1) % jnp.asarray(radices), redraw)
     return jnp.where(forced & jnp.all(child == pa, axis=-1, keepdims=True), moved, child).astype(jnp.int32)
 
 
@@ -125,7 +123,7 @@ def _archive_merge(front: pareto.Front, front_digits, t, y, digits):
     pool = jnp.concatenate([front_digits, digits])
     lo = jnp.arange(size + t.shape[0], dtype=jnp.int32)  # position in ``pool``: earlier points win ties
     base = front._replace(lo=lo[:size], hi=jnp.zeros(size, jnp.int32))
-    new = pareto.merge(base, t, y, jnp.zeros(t.shape, jnp.int32), lo[size:])
+    new = pareto.merge_points(base, t, y, jnp.zeros(t.shape, jnp.int32), lo[size:])
     kept = jnp.isfinite(new.t)
     return new, jnp.where(kept[:, None], pool[jnp.where(kept, new.lo, 0)], 0)
 
@@ -176,8 +174,7 @@ def pareto_search(problem: Problem, metric: str, budget: int = 5000, seed: int =
     field, maximize = METRICS[metric]
     popsize = int(max(4, min(popsize, budget)))
     gens = max(int(budget) // popsize, 1)
-    segments = even_segments(gens)  # progress and --seconds checks between segments of one compiled length
-    per = gens // segments
+    per, segments = segment_plan(gens)  # progress and --seconds checks between segments of one compiled length
     radices = tuple(problem.radices)
     which = jnp.int32(list(METRICS).index(metric))
     anchors = np.asarray(problem.anchors, np.int32).reshape(-1, problem.n_axes)[:popsize // 2]

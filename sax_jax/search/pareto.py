@@ -89,8 +89,19 @@ def dominated(front_tabs, t, y):
     return (y_below_t[bins(t)] <= y) | (t_below_y[bins(y)] <= t)
 
 
+FRONT_SIZE = 512  # points a front keeps (the sweep's and the Pareto search's); beyond it the front is truncated
+
+
 def merge(front: Front, t, y, hi, lo) -> Front:
     """Exact front of front U candidates (candidates with t = +inf are ignored)."""
+    front = merge_points(front, t, y, hi, lo)
+    kept = jnp.isfinite(front.t)
+    y_below_t, t_below_y = stair_tables(front.t, front.y, kept)
+    return front._replace(y_below_t=y_below_t, t_below_y=t_below_y)
+
+
+def merge_points(front: Front, t, y, hi, lo) -> Front:
+    """``merge`` without the bin tables (left as they were): for an archive that never asks them."""
     size = front.t.shape[0]
     T, Y, H, L = (jnp.concatenate([a, b]) for a, b in zip((front.t, front.y, front.hi, front.lo), (t, y, hi, lo)))
     T, Y, H, L = jax.lax.sort((T, Y, H, L), num_keys=4)
@@ -102,6 +113,5 @@ def merge(front: Front, t, y, hi, lo) -> Front:
     Y = jnp.where(kept, Y[order], jnp.inf)
     H = jnp.where(kept, H[order], INT_MAX)
     L = jnp.where(kept, L[order], INT_MAX)
-    y_below_t, t_below_y = stair_tables(T, Y, kept)
     truncated = jnp.maximum(front.truncated, (jnp.sum(keep) > size).astype(jnp.int32))
-    return Front(T, Y, H, L, y_below_t, t_below_y, truncated)
+    return Front(T, Y, H, L, front.y_below_t, front.t_below_y, truncated)

@@ -70,7 +70,7 @@ class Spec:
     """Static description of a sub-grid problem (hashable: it keys the compiled evaluator)."""
     split: int
     inner_values: tuple  # per inner axis (AXES[split:]): option values in problem digit order
-    objective: str  # "step", "goodput", "target" (time to the target loss) or "cost" (its price): objective_kind
+    objective: str  # genome.objective_kind: "step", "goodput", "target" (time to the target loss) or "cost"
 
     @property
     def inner_radices(self) -> tuple:
@@ -79,17 +79,6 @@ class Spec:
     @property
     def inner_n(self) -> int:
         return int(math.prod(self.inner_radices))
-
-
-def objective_kind(scenario) -> str:
-    """The sub-grid's ordering of a scenario's objective, matching ``genome``'s flat fitness functions."""
-    from .genome import TARGET_OBJECTIVES
-    obj = None if scenario is None else scenario.objective
-    if obj == "goodput_tokens_per_s":
-        return "goodput"
-    if obj in TARGET_OBJECTIVES:
-        return "target"
-    return "cost" if obj == "train_cost_usd" else "step"
 
 
 def _subgrid(params, spec: Spec, outer_leaves):
