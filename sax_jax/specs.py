@@ -607,8 +607,8 @@ class Level:
     burst_overload: float = 2.0
     buffer_bytes: float = 2.0**20
 
-    def validate(self, file=None):
-        key = f"levels.{self.name}"
+    def validate(self, file=None, prefix: str = ""):
+        key = f"{prefix}levels.{self.name}"  # prefix: "buildings[1]." for a building's own values
         _check(self.name in LEVEL_NAMES, f"{key}.name", self.name, "unknown level",
                f"use one of {', '.join(LEVEL_NAMES)} (inner to outer)", file=file)
         _ranges(self, "level", key + ".", file)
