@@ -158,11 +158,17 @@ def _resolve(ref: Any, base_file: str | None, key: str) -> tuple[dict, str]:
         return read_yaml(ref), ref
     if not isinstance(ref, str):
         raise S.ConfigError(base_file, key, ref, "must be a path to a YAML file or an inline mapping")
+    path = resolve_path(ref, base_file, key)
+    return read_yaml(path), path
+
+
+def resolve_path(ref: str, base_file: str, key: str) -> str:
+    """The existing file that ``ref``, written under ``key`` of ``base_file``, names (relative to that file)."""
     path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base_file)), ref))
     if not os.path.exists(path):
         raise S.ConfigError(base_file, key, ref, "referenced file not found",
                             f"looked for {path}; paths are relative to {base_file}")
-    return read_yaml(path), path
+    return path
 
 
 def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = (), partial: bool = False):
