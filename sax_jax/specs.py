@@ -176,7 +176,8 @@ RANGES = {
 ARCH_RANGES = {
     "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers"),
             "shared_expert_ffn": Range(0, 10_000_000, True, why="width of each shared expert (0: expert_ffn)"),
-            "latent_size": Range(0, 1_000_000, True, why="LatentMoE: width the routed experts work in (0: hidden)")},
+            "latent_size": Range(0, 1_000_000, True, why="LatentMoE: width the routed experts work in (0: hidden)"),
+            "node_limit": Range(0, 100_000, True, why="nodes a token's experts may span (0: unlimited)")},
     "hybrid": {
         "mamba_heads": Range(1, 100_000, True, why="Mamba-2 heads"),
         "mamba_head_dim": Range(1, 100_000, True, why="channels per Mamba-2 head"),
@@ -293,8 +294,6 @@ class MoESpec:
     def validate(self, file=None):
         _ranges(self, "moe", "moe.", file)
         _check(self.top_k <= self.experts, "moe.top_k", self.top_k, "cannot exceed moe.experts", file=file)
-        _check(isinstance(self.node_limit, int) and 0 <= self.node_limit <= 100_000, "moe.node_limit",
-               self.node_limit, "must be a whole number of nodes >= 0 (0: unlimited)", file=file)
 
 
 @dataclasses.dataclass(frozen=True)
