@@ -36,9 +36,11 @@ def n_buildings(levels) -> int:
     return out
 
 
-def load_buildings(raw, file: str, levels: tuple, load_gpu) -> tuple:
-    """``buildings:`` of a system file -> tuple of BuildingSpec (() when absent). ``load_gpu(ref, file, key)``
-    reads one GPU file (config.load_gpu; passed in to keep the import one-way)."""
+def load_buildings(raw, file: str, levels: tuple, load_gpu, level_values) -> tuple:
+    """``buildings:`` of a system file -> tuple of BuildingSpec (() when absent); ``levels`` are the system's,
+    already validated. ``load_gpu(ref, file, key)`` reads one GPU file (config.load_gpu) and
+    ``level_values(mapping, file, key_prefix)`` reads a building's level values as ``levels:`` reads them
+    (numbers, whole counts); both are passed in to keep the import one-way."""
     if raw is None:
         return ()
     n = n_buildings(levels)
@@ -68,7 +70,8 @@ def load_buildings(raw, file: str, levels: tuple, load_gpu) -> tuple:
                                     f"every building must hold the system's {per_building:,} GPUs "
                                     f"({per_building // nodes_gpus:,} nodes of {nodes_gpus})",
                                     "buildings of different sizes are not modelled; adjust the levels' sizes")
-        out.append(S.BuildingSpec(gpu=gpu, levels=_building_levels(b.get("levels") or {}, inside, file, key)))
+        out.append(S.BuildingSpec(gpu=gpu, levels=_building_levels(b.get("levels") or {}, inside, file, key,
+                                                                   level_values)))
     types = {_type_key(b) for b in out}
     if len(types) > MAX_GPU_TYPES:
         raise S.ConfigError(file, "buildings", f"{len(types)} GPU types", f"at most {MAX_GPU_TYPES} distinct "
@@ -76,7 +79,7 @@ def load_buildings(raw, file: str, levels: tuple, load_gpu) -> tuple:
     return tuple(out)
 
 
-def _building_levels(override: dict, inside: tuple, file: str, key: str) -> tuple:
+def _building_levels(override: dict, inside: tuple, file: str, key: str, level_values) -> tuple:
     names = [lv.name for lv in inside]
     if not isinstance(override, dict):
         raise S.ConfigError(file, f"{key}.levels", override, "must map a level name to its values",
@@ -91,8 +94,9 @@ def _building_levels(override: dict, inside: tuple, file: str, key: str) -> tupl
                                 f"per-building keys: {', '.join(FABRIC_OVERRIDE_KEYS)}")
     out = []
     for lv in inside:
-        new = dataclasses.replace(lv, **(override.get(lv.name) or {}))
-        new.validate(file)
+        values = level_values(override.get(lv.name) or {}, file, f"{key}.levels.{lv.name}.")
+        new = dataclasses.replace(lv, **values)
+        new.validate(file, prefix=f"{key}.")
         out.append(new)
     return tuple(out)
 

@@ -158,15 +158,22 @@ def _resolve(ref: Any, base_file: str | None, key: str) -> tuple[dict, str]:
         return read_yaml(ref), ref
     if not isinstance(ref, str):
         raise S.ConfigError(base_file, key, ref, "must be a path to a YAML file or an inline mapping")
+    path = resolve_path(ref, base_file, key)
+    return read_yaml(path), path
+
+
+def resolve_path(ref: str, base_file: str, key: str) -> str:
+    """The existing file that ``ref``, written under ``key`` of ``base_file``, names (relative to that file)."""
     path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(base_file)), ref))
     if not os.path.exists(path):
         raise S.ConfigError(base_file, key, ref, "referenced file not found",
                             f"looked for {path}; paths are relative to {base_file}")
-    return read_yaml(path), path
+    return path
 
 
-def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
-    """Dataclass from a mapping; unknown and missing keys are errors (no silent typos)."""
+def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = (), partial: bool = False):
+    """Dataclass from a mapping; unknown and missing keys are errors (no silent typos). ``partial``: only the
+    keys given (overrides of an existing spec's values), so missing keys are not errors."""
     fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in exclude}
     for k in data:
         if k not in fields:
@@ -177,7 +184,7 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = ()):
     for name, f in fields.items():
         if name in data:
             kwargs[name] = data[name]
-        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+        elif not partial and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             raise S.ConfigError(file, prefix + name, None, "required key is missing")
     bools = {n for names in S.BOOL_FIELDS.values() for n in names}
     for name, v in kwargs.items():
@@ -297,10 +304,21 @@ def load_framework(name: Any, file: str | None, key: str = "training.framework")
     return known[name]
 
 
+def _level_values(data: dict, file: str, prefix: str) -> dict:
+    """Some values of a Level (a building's overrides), numbers read as in ``levels:``; errors name ``prefix``."""
+    return _whole(_build(S.Level, data, file, prefix, partial=True), "level")
+
+
 def load_system(ref, base_file: str | None = None, key: str = "system") -> S.SystemSpec:
     data, file = _resolve(ref, base_file, key)
     data = dict(data)
-    for k in ("name", "levels") + (() if "buildings" in data else ("gpu",)):
+    raw_buildings = data.get("buildings")
+    has_buildings = isinstance(raw_buildings, list) and len(raw_buildings) > 0
+    if "buildings" in data and not has_buildings and "gpu" not in data:
+        raise S.ConfigError(file, "buildings", raw_buildings, "must list one entry per building",
+                            "one {gpu: ..., gpus: ...} per building, in rank order; or drop it and give the "
+                            "system a gpu")
+    for k in ("name", "levels") + (() if has_buildings else ("gpu",)):
         if k not in data:
             raise S.ConfigError(file, k, None, "required key is missing")
     unknown = set(data) - {"name", "gpu", "levels", "description", "buildings"}
@@ -314,14 +332,16 @@ def load_system(ref, base_file: str | None = None, key: str = "system") -> S.Sys
         if not isinstance(lv, dict) or "name" not in lv:
             raise S.ConfigError(file, f"levels[{i}]", lv, "each level needs a mapping with a 'name'")
         levels.append(S.Level(**_whole(_build(S.Level, lv, file, f"levels.{lv['name']}."), "level")))
-    buildings = load_buildings(data.get("buildings"), file, tuple(levels), load_gpu)  # heterogeneous systems
-    if buildings and "gpu" in data:
+    if has_buildings and "gpu" in data:
         raise S.ConfigError(file, "gpu", data["gpu"], "a system with buildings gives each building its gpu",
                             "drop the system-level gpu")
-    gpu = buildings[0].gpu if buildings else load_gpu(data["gpu"], file)
-    spec = S.SystemSpec(name=str(data["name"]), gpu=gpu, levels=tuple(levels), buildings=buildings)
-    spec.validate(file)
-    return spec
+    gpu = None if has_buildings else load_gpu(data["gpu"], file)  # a heterogeneous system's: its first building's
+    spec = S.SystemSpec(name=str(data["name"]), gpu=gpu, levels=tuple(levels))
+    spec.validate(file)  # the levels' names, order and sizes before the buildings are read against them
+    if raw_buildings is None:
+        return spec
+    buildings = load_buildings(raw_buildings, file, spec.levels, load_gpu, _level_values)  # heterogeneous
+    return dataclasses.replace(spec, gpu=buildings[0].gpu, buildings=buildings)
 
 
 def load_transports(ref, base_file: str | None = None, key: str = "transports") -> tuple:

@@ -298,7 +298,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
     """[L] 1 at the levels between DiLoCo workers: the cross-building levels (campus, region) for workers =
     buildings, the region level for workers = regions."""
-    outer = ("campus", "region") if workers == "building" else ("region",)
+    outer = CROSS_BUILDING_LEVELS if workers == "building" else ("region",)
     return [float(lv.name in outer) for lv in system.levels]
 
 
@@ -414,6 +414,11 @@ def expert_tables(scenario, dtype=jnp.float32) -> ExpertTables | None:
     return ExpertTables(*(_f(x, dtype) for x in scenario_tables(scenario)))
 
 
+def stack_trees(trees):
+    """Pytrees of the same structure stacked leaf by leaf on a new leading axis."""
+    return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
+
+
 def hetero_params(scenario, dtype=jnp.float32) -> HeteroP | None:
     """The GPU types of a system with ``buildings`` stacked on a leading axis (buildings.py); None without."""
     from .buildings import building_system, building_types
@@ -423,9 +428,8 @@ def hetero_params(scenario, dtype=jnp.float32) -> HeteroP | None:
     types = building_types(system)
     last = len(system.buildings) - 1
     per = [building_system(system, b) for b, _ in types]
-    stack = lambda trees: jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
-    return HeteroP(gpu=stack([gpu_params(s, scenario.training, dtype) for s in per]),
-                   net=stack([net_params(s, dtype, scenario.training.diloco_workers) for s in per]),
+    return HeteroP(gpu=stack_trees([gpu_params(s, scenario.training, dtype) for s in per]),
+                   net=stack_trees([net_params(s, dtype, scenario.training.diloco_workers) for s in per]),
                    count=_f([len(ix) for _, ix in types], dtype), last=_f([last in ix for _, ix in types], dtype),
                    buildings=_f(len(system.buildings), dtype))
 

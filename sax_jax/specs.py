@@ -176,7 +176,8 @@ RANGES = {
 ARCH_RANGES = {
     "moe": {"first_dense_layers": Range(0, 10_000, True, why="leading dense layers before the MoE layers"),
             "shared_expert_ffn": Range(0, 10_000_000, True, why="width of each shared expert (0: expert_ffn)"),
-            "latent_size": Range(0, 1_000_000, True, why="LatentMoE: width the routed experts work in (0: hidden)")},
+            "latent_size": Range(0, 1_000_000, True, why="LatentMoE: width the routed experts work in (0: hidden)"),
+            "node_limit": Range(0, 100_000, True, why="nodes a token's experts may span (0: unlimited)")},
     "hybrid": {
         "mamba_heads": Range(1, 100_000, True, why="Mamba-2 heads"),
         "mamba_head_dim": Range(1, 100_000, True, why="channels per Mamba-2 head"),
@@ -232,6 +233,26 @@ BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_wi
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
 
+def _check_pairs(tab, key: str, pair: str, max_n: int, hint: str, file, *, min_n: int = 0,
+                 increase: str = "must increase", x_max: float = math.inf, point=None) -> float:
+    """A table of [x, y] pairs (a transport's loss_schedule, DiLoCo's tokens per H): a list of min_n to max_n
+    pairs of finite numbers, x increasing above 0 up to x_max; ``point(i, pair)`` checks the rest of each pair.
+    Returns the last x (0 for an empty table)."""
+    count = f"at most {max_n}" if min_n == 0 else f"{min_n} to {max_n}"
+    _check(isinstance(tab, (list, tuple)) and min_n <= len(tab) <= max_n, key, tab,
+           f"must be a list of {count} [{pair}] pairs", hint, file=file)
+    prev = 0.0
+    for i, pt in enumerate(tab):
+        ok = (isinstance(pt, (list, tuple)) and len(pt) == 2
+              and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pt))
+        _check(ok, f"{key}[{i}]", pt, f"must be a pair [{pair}] of numbers", hint, file=file)
+        _check(prev < pt[0] <= x_max, f"{key}[{i}]", pt, f"{increase} (previous {prev:g})", hint, file=file)
+        if point is not None:
+            point(i, pt)
+        prev = pt[0]
+    return prev
+
+
 def _ranges(obj, kind: str, prefix: str = "", file=None):
     """Every field of ``obj`` listed in RANGES[kind] must be in its range; booleans must be booleans."""
     for name, rng in ranges_of(kind).items():
@@ -273,8 +294,6 @@ class MoESpec:
     def validate(self, file=None):
         _ranges(self, "moe", "moe.", file)
         _check(self.top_k <= self.experts, "moe.top_k", self.top_k, "cannot exceed moe.experts", file=file)
-        _check(isinstance(self.node_limit, int) and 0 <= self.node_limit <= 100_000, "moe.node_limit",
-               self.node_limit, "must be a whole number of nodes >= 0 (0: unlimited)", file=file)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -607,8 +626,8 @@ class Level:
     burst_overload: float = 2.0
     buffer_bytes: float = 2.0**20
 
-    def validate(self, file=None):
-        key = f"levels.{self.name}"
+    def validate(self, file=None, prefix: str = ""):
+        key = f"{prefix}levels.{self.name}"  # prefix: "buildings[1]." for a building's own values
         _check(self.name in LEVEL_NAMES, f"{key}.name", self.name, "unknown level",
                f"use one of {', '.join(LEVEL_NAMES)} (inner to outer)", file=file)
         _ranges(self, "level", key + ".", file)
@@ -699,19 +718,12 @@ class TransportSpec:
     def _validate_schedule(self, key, file):
         sched = self.loss_schedule
         hint = "e.g. loss_schedule: [[0.1, 0.0], [0.9, 0.01], [1.0, 0.001]] (phase end as a fraction of training, loss)"
-        _check(isinstance(sched, (list, tuple)) and len(sched) <= MAX_LOSS_PHASES, f"{key}.loss_schedule", sched,
-               f"must be a list of at most {MAX_LOSS_PHASES} [until, tolerated_loss] pairs", hint, file=file)
-        prev = 0.0
-        for i, ph in enumerate(sched):
-            ok = (isinstance(ph, (list, tuple)) and len(ph) == 2
-                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in ph))
-            _check(ok, f"{key}.loss_schedule[{i}]", ph, "must be a pair [until, tolerated_loss] of numbers", hint,
-                   file=file)
-            _check(prev < ph[0] <= 1.0, f"{key}.loss_schedule[{i}]", ph,
-                   f"phase ends must increase within (0, 1] (previous {prev:g})", hint, file=file)
+
+        def phase(i, ph):
             _check(0.0 <= ph[1] < 1.0, f"{key}.loss_schedule[{i}]", ph, "tolerated loss must be in [0, 1)", hint,
                    file=file)
-            prev = ph[0]
+        prev = _check_pairs(sched, f"{key}.loss_schedule", "until, tolerated_loss", MAX_LOSS_PHASES, hint, file,
+                            increase="phase ends must increase within (0, 1]", x_max=1.0, point=phase)
         if sched:
             _check(prev == 1.0, f"{key}.loss_schedule", sched, "the last phase must end at 1.0 (all of training)",
                    hint, file=file)
@@ -846,24 +858,20 @@ class Training:
         if self.framework is None:
             object.__setattr__(self, "framework", Framework())
         object.__setattr__(self, "recompute_modules", tuple(self.recompute_modules))
-        object.__setattr__(self, "diloco_token_multiplier",
-                           tuple(tuple(p) if isinstance(p, list) else p for p in self.diloco_token_multiplier))
+        if isinstance(self.diloco_token_multiplier, (list, tuple)):  # anything else fails validation, named
+            object.__setattr__(self, "diloco_token_multiplier",
+                               tuple(tuple(p) if isinstance(p, list) else p for p in self.diloco_token_multiplier))
 
     def _validate_diloco(self, file):
         _check(self.diloco_workers in DILOCO_WORKER_LEVELS, "training.diloco_workers", self.diloco_workers,
                "unknown worker level", f"use one of {', '.join(DILOCO_WORKER_LEVELS)}", file=file)
         tab = self.diloco_token_multiplier
         key, hint = "training.diloco_token_multiplier", "e.g. [[1, 1.0], [100, 1.02], [1000, 1.08]] (H, multiplier)"
-        _check(isinstance(tab, tuple) and 1 <= len(tab) <= MAX_TOKEN_POINTS, key, tab,
-               f"must be a list of 1 to {MAX_TOKEN_POINTS} [H, multiplier] pairs", hint, file=file)
-        prev = 0.0
-        for i, pt in enumerate(tab):
-            ok = (isinstance(pt, tuple) and len(pt) == 2 and all(
-                isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in pt))
-            _check(ok, f"{key}[{i}]", pt, "must be a pair [H, multiplier] of numbers", hint, file=file)
-            _check(pt[0] > prev, f"{key}[{i}]", pt, f"H must increase (previous {prev:g})", hint, file=file)
+
+        def point(i, pt):
             _check(0.1 <= pt[1] <= 100.0, f"{key}[{i}]", pt, "multiplier must be in [0.1, 100]", hint, file=file)
-            prev = pt[0]
+        _check_pairs(tab, key, "H, multiplier", MAX_TOKEN_POINTS, hint, file, min_n=1, increase="H must increase",
+                     point=point)
         _check(tuple(tab[0]) == (1, 1.0), f"{key}[0]", tab[0], "must be [1, 1.0]: H = 1 is synchronous training",
                hint, file=file)
 

@@ -29,7 +29,7 @@ from . import specs as S
 from .config import Scenario, load_framework, load_gpu, load_transports, read_yaml
 from .cost import step_time
 from .cost.compute import layer_flops, model_flops_per_sequence
-from .params import build_params
+from .params import build_params, stack_trees
 from .resources import configs_dir
 from .space import AXES, NUMERIC_AXES, Design, DesignSpace
 
@@ -592,10 +592,6 @@ def _framework(name, file) -> S.Framework:
 
 
 # ------------------------------------------------------------------------------------------------ evaluating
-def _stack(trees):
-    return jax.tree_util.tree_map(lambda *x: jnp.stack(x), *trees)
-
-
 _eval_cases = jax.jit(jax.vmap(step_time, in_axes=(0, 0)))
 
 
@@ -616,7 +612,7 @@ def case_arrays(cases, gpu_override=None, pad=False):
         d = scen.space.design(c.design)
         designs.append(Design(*[jnp.asarray(getattr(d, ax), jnp.float32 if ax in NUMERIC_AXES else jnp.int32)
                                 for ax in AXES]))
-    return _stack(params), _stack(designs)
+    return stack_trees(params), stack_trees(designs)
 
 
 def hw_flops_per_sequence(case) -> float:

@@ -13,9 +13,10 @@ def run(args) -> int:
     sets = parse_sets(args.set)  # syntax first: no scenario read for a malformed flag
     scenario = load_scenario(args.scenario)
     design = resolve_design(scenario, args.baseline, sets)
-    rec = eval_record(scenario, scenario.space.to_dict(design), evaluate_one(scenario, design))
+    cost = evaluate_one(scenario, design)
+    rec = eval_record(scenario, scenario.space.to_dict(design), cost)
     rec["published"] = published_for(scenario, rec["design"])
-    placed = placement_record(scenario, rec["design"])  # MoE scenarios with an activation trace
+    placed = placement_record(scenario, rec["design"], cost)  # MoE scenarios with an activation trace
     if placed is not None:
         rec["expert_placement"] = placed
     if args.json:

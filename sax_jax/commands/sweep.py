@@ -21,7 +21,7 @@ from ..engine import DEFAULT_ENGINE
 from ..search.baselines import baseline_costs, speedups
 from ..report import fmt_time, json_safe
 from ..search.checkpoint import ResumeError
-from ..codesign import XB_AXES, check_percent, cheapest_network
+from ..codesign import XB_AXES, check_percent, check_prices, cheapest_network
 from ..space import AXES
 from ..specs import ConfigError
 from ..trust import print_warnings, warnings_for
@@ -275,6 +275,8 @@ def run(args) -> int:
     setup_compile_cache(jax, not args.no_compile_cache)
 
     scenario = load_scenario(args.scenario)
+    if args.cheapest is not None:
+        check_prices(scenario)  # before the main sweep, not after it
     if args.objective is not None:  # overrides the scenario's (the fingerprint changes with it: --resume checks)
         scenario = dataclasses.replace(scenario, objective=OBJECTIVE_ALIASES.get(args.objective, args.objective))
     console = output_console(args.json)
@@ -357,6 +359,7 @@ def print_cheapest(ans: dict, console: Console, space) -> None:
     best = ans["best"]
     if best is None:
         console.print(f"no design of the space reaches it ({ans['front_points']} points on the time-vs-cost front)")
+        _print_inexact(ans, console)
         return
     d = best["design"]
     net = ", ".join(f"{ax}={d[ax]}" for ax in XB_AXES)
@@ -364,6 +367,13 @@ def print_cheapest(ans: dict, console: Console, space) -> None:
     console.print(f"cheapest network: {net}: {fmt_time(best['step_time_s'])} per step, "
                   f"${best['cost_usd_per_hour']:,.0f}/h (network ${best['network_usd_per_hour']:,.0f}/h) with {rest}",
                   soft_wrap=True)
+    _print_inexact(ans, console)
+
+
+def _print_inexact(ans: dict, console: Console) -> None:
+    if not ans.get("exact", True):
+        console.print(f"[yellow]warning:[/yellow] not exact ({'; '.join(ans['caveats'])}): a cheaper design "
+                      "within the limit may exist", soft_wrap=True)
 
 
 def _count(text: str) -> int:

@@ -10,26 +10,27 @@ from rich.table import Table
 from ..space import EXPERT_PLACEMENTS
 
 
-def placement_record(scenario, design: dict) -> dict | None:
-    """Host record of the placement policies at this design (None without an activation trace)."""
+def placement_record(scenario, design: dict, cost: dict | None = None) -> dict | None:
+    """Host record of the placement policies at this design (None without an activation trace).
+
+    Each policy is evaluated as a batch of one (`evaluate_one`, the program `sax eval` already compiled, not a new
+    batch-of-four shape); `cost`, the host cost of `design` itself when the caller has it, is reused for its policy."""
     if getattr(scenario, "expert_trace", None) is None:
         return None
     import jax
     from ..cost.context import context
     from ..cost.expert_placement import level_fractions, placed_params
     from ..engine import DEFAULT_ENGINE
-    from ..evaluate import cost_to_dict, evaluate
-    from ..space import stack
+    from ..evaluate import evaluate_one
 
     params = DEFAULT_ENGINE.params(scenario)
     designs = [scenario.space.design({**design, "expert_placement": p}) for p in EXPERT_PLACEMENTS]
-    costs = evaluate(scenario, stack(designs), params)
     xb = np.asarray(params.net.cross_building) > 0
     rows = []
-    for i, (name, d) in enumerate(zip(EXPERT_PLACEMENTS, designs)):
+    for name, d in zip(EXPERT_PLACEMENTS, designs):
         placed = placed_params(params, d)
         frac = np.asarray(jax.device_get(level_fractions(params.experts, d, context(placed, d).ep.members)))
-        c = cost_to_dict(costs, i)
+        c = cost if cost is not None and name == design["expert_placement"] else evaluate_one(scenario, d)
         rows.append(dict(policy=name, leaves_node=float(frac[1:].sum()), crosses_building=float(frac[xb].sum()),
                          imbalance=float(placed.model.imbalance), expert_slots=float(placed.model.expert_slots),
                          step_time_s=c["step_time_s"] if c["feasible"] else None))

@@ -22,8 +22,8 @@ contiguous.
 """
 from __future__ import annotations
 
-import functools
 import math
+from collections import OrderedDict
 
 import numpy as np
 
@@ -96,8 +96,11 @@ def ep_tables(trace, ep: int, ranks_per_node: int, node_limit: int, n_gran: int,
     return outside / n, imb / n, slots / n
 
 
-@functools.lru_cache(maxsize=16)
-def _tables_cached(trace_key, trace, ep_values: tuple, gpus_per_node: int, node_limit: int):
+_CACHE: OrderedDict = OrderedDict()  # (trace digest, ep_values, gpus_per_node, node_limit) -> tables, LRU
+_CACHE_SIZE = 16
+
+
+def _tables(trace, ep_values: tuple, gpus_per_node: int, node_limit: int):
     n_gran = int(math.log2(max(1, gpus_per_node))) + 1
     n_block = int(math.ceil(math.log2(max(ep_values)))) + 1 if max(ep_values) > 1 else 1
     per_ep = [ep_tables(trace, int(ep), min(int(ep), gpus_per_node), node_limit, n_gran, n_block)
@@ -109,9 +112,17 @@ def _tables_cached(trace_key, trace, ep_values: tuple, gpus_per_node: int, node_
 
 
 def placement_tables(trace, ep_values, gpus_per_node: int, node_limit: int = 0):
-    """(ep_values [E], outside [P, E, 1 + n_gran, n_block], imbalance [P, E], slots [P, E]); cached per trace."""
+    """(ep_values [E], outside [P, E, 1 + n_gran, n_block], imbalance [P, E], slots [P, E]); cached by the trace's
+    content (its digest, not the Trace object: a trace loaded twice is computed once) and the other arguments."""
     ep_values = tuple(sorted({int(round(v)) for v in ep_values} | {1}))
-    return _tables_cached(trace.digest, trace, ep_values, int(gpus_per_node), int(node_limit))
+    key = (trace.digest, ep_values, int(gpus_per_node), int(node_limit))
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        return _CACHE[key]
+    out = _CACHE[key] = _tables(trace, *key[1:])
+    if len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return out
 
 
 def scenario_tables(scenario):

@@ -25,6 +25,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import zipfile
 
 import numpy as np
 
@@ -73,14 +74,21 @@ def _fields_of(path: str) -> dict:
         try:
             with open(path) as f:
                 data = json.load(f)
-        except json.JSONDecodeError as err:
+        except ValueError as err:  # JSONDecodeError, or UnicodeDecodeError of a binary file
             raise ConfigError(path, None, str(err), "not valid JSON") from None
+        except OSError as err:
+            raise ConfigError(path, None, path, f"cannot read the file: {err.__class__.__name__}") from None
         if not isinstance(data, dict):
             raise ConfigError(path, None, type(data).__name__, "a trace must be a mapping of fields")
         return data
     if path.endswith(".npz"):
-        with np.load(path, allow_pickle=False) as z:
-            return {k: (z[k].item() if z[k].ndim == 0 else z[k]) for k in z.files}
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                return {k: (z[k].item() if z[k].ndim == 0 else z[k]) for k in z.files}
+        except (ValueError, OSError, zipfile.BadZipFile) as err:  # not an archive, truncated, or pickled objects
+            raise ConfigError(path, None, path, f"cannot read the .npz archive ({err.__class__.__name__}: {err})",
+                              "write traces with sax_jax.moe.traces.save_trace (plain arrays, no pickled objects) "
+                              "(configs/traces/README.md)") from None
     raise ConfigError(path, None, path, "unknown trace file type", "use .npz or .json (configs/traces/README.md)")
 
 
@@ -99,6 +107,22 @@ def _int_array(path, key, value, ndim) -> np.ndarray:
     return arr.astype(np.int64)
 
 
+def _int_field(path, key, value, hint="") -> int:
+    """A whole-number scalar field (8, 8.0 or "8"); anything else (4.5, "abc", [4], true) names file and key."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            raise ConfigError(path, key, value, "must be a whole number", hint) from None
+    whole = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, float)
+                                                                        and value.is_integer())
+    if not whole:
+        raise ConfigError(path, key, value, "must be a whole number", hint)
+    return int(value)
+
+
 def from_fields(data: dict, path: str = "<trace>") -> Trace:
     """A validated ``Trace`` from its fields (the file's content)."""
     for k in REQUIRED:
@@ -108,7 +132,8 @@ def from_fields(data: dict, path: str = "<trace>") -> Trace:
     if unknown:
         k = sorted(unknown)[0]
         raise ConfigError(path, k, None, "unknown trace field", f"fields: {', '.join(REQUIRED + OPTIONAL)}")
-    experts, top_k = int(data["experts"]), int(data["top_k"])
+    experts = _int_field(path, "experts", data["experts"], "routed experts per MoE layer, e.g. 8")
+    top_k = _int_field(path, "top_k", data["top_k"], "experts each token selects, e.g. 2")
     if experts < 1 or not 1 <= top_k <= experts:
         raise ConfigError(path, "top_k", top_k, f"must be between 1 and experts={experts}")
     domains = tuple(str(d) for d in np.asarray(data["domains"]).reshape(-1))
@@ -209,6 +234,6 @@ def scenario_trace(ref, scenario_path: str, model, space, baselines: dict) -> Tr
         raise ConfigError(scenario_path, "expert_trace", ref, f"model {model.name!r} has no MoE layers")
     if not isinstance(ref, str):
         raise ConfigError(scenario_path, "expert_trace", ref, "must be a path to a trace file (.npz or .json)")
-    path = ref if os.path.isabs(ref) else os.path.normpath(
-        os.path.join(os.path.dirname(os.path.abspath(scenario_path)), ref))
+    from ..config import resolve_path  # config imports this module: resolved at call time
+    path = resolve_path(ref, scenario_path, "expert_trace")
     return check_against_model(load_trace(path), model, path)
