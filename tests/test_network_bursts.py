@@ -162,6 +162,54 @@ def test_bounded_loss_drops_only_gradient_traffic(dblp):
     assert float(bl.gradient.dropped) > 0 and float(sr.gradient.dropped) == 0
 
 
+def test_all_to_all_flows_per_level_by_hand():
+    # EP 16 = 4 GPUs x 2 nodes x 2 buildings: each GPU reaches 3 peers in its node, 4 through the node level and 8
+    # through the building level; 16 GPUs send at once
+    k = jnp.asarray([4.0, 2.0, 2.0])
+    np.testing.assert_allclose(np.asarray(bursts.all_to_all_flows_per_level(k)), [16 * 3, 16 * 4, 16 * 8])
+    np.testing.assert_allclose(np.asarray(bursts.all_to_all_flows_per_level(jnp.asarray([8.0, 1.0, 1.0]))),
+                               [56, 0, 0])  # inside one node nothing crosses a network level
+
+
+def _ctx(scen, p, **axes):
+    from sax_jax.cost.context import context
+    import jax
+    d = scen.baseline_design("roce", axes)
+    return context(p, jax.tree_util.tree_map(lambda x: jnp.asarray(x).reshape(()), d))
+
+
+def test_collectives_wait_for_their_slowest_flow(dblp):
+    """A synchronous collective's round waits for the slowest flow it sends across a level (cost/bursts.py): TP, CP
+    and EP rounds across nodes pay d (1 - (1 - pi)^F) per round, a pipeline hop (one flow) pi d; without bursts
+    every path is the one-flow path exactly."""
+    from sax_jax.cost.bursts import ring_flows_per_level
+    from sax_jax.cost.transport import ecmp_table, reliable_parts
+    p = build_params(dblp)
+    c = _ctx(dblp, p, tp=8, cp=2, pp=1, transport="spray_sr")
+    t = int(dblp.baseline_design("roce", {"transport": "spray_sr"}).transport)
+    rel = reliable_parts(p.net, p.transport, ecmp_table(p.net), t, jnp.float32(0), jnp.float32(0))
+    net = int(np.argmax(np.asarray(c.is_network)))  # the first network level
+    pi, delay, lat = (float(np.asarray(x)[net]) for x in (rel.pi, rel.delay_s, p.net.latency_s))
+    assert 0 < pi < 1 and delay > 0
+    for path, flows in ((c.cp_net, ring_flows_per_level(c.cp.participants)),
+                        (c.dp_net, ring_flows_per_level(c.grad_k))):
+        f = float(np.asarray(flows)[net])
+        assert f > 1
+        want = lat + float(np.asarray(rel.tail_s)[net]) + delay * (1 - (1 - pi) ** f)
+        assert float(path.alpha_s[net]) == pytest.approx(want, rel=1e-5)
+        assert float(path.alpha_s[net]) > float(c.alpha_s[net])  # more than one flow's pi d
+        assert float(path.bw_Bps[net]) < float(c.bw_Bps[net])
+    assert float(c.alpha_s[net]) == pytest.approx(lat + float(np.asarray(rel.tail_s)[net]) + pi * delay, rel=1e-5)
+    calm = p._replace(net=p.net._replace(burst_rate_per_s=jnp.zeros_like(p.net.burst_rate_per_s)))
+    c0 = _ctx(dblp, calm, tp=8, cp=2, pp=1, transport="spray_sr")
+    for path in (c0.tp_net, c0.cp_net, c0.ep_net, c0.dp_net):
+        np.testing.assert_array_equal(np.asarray(path.alpha_s), np.asarray(c0.alpha_s))
+        np.testing.assert_array_equal(np.asarray(path.bw_Bps), np.asarray(c0.bw_Bps))
+    # the step: a CP ring across nodes costs more under bursts than under the one-flow charge it had
+    d = dblp.baseline_design("roce", {"tp": 8, "cp": 2, "pp": 1, "transport": "spray_sr"})
+    assert float(evaluate(dblp, d, p).breakdown.cp[0]) > float(evaluate(dblp, d, calm).breakdown.cp[0])
+
+
 def test_dblp_follows_its_phase_schedule_and_the_variance_tolerance(dblp):
     t = next(x for x in dblp.transports if x.name == "dblp")
     np.testing.assert_allclose(np.asarray(t.phases()), [[0.1, 0.0], [0.8, 0.02], [0.1, 0.005]], rtol=1e-9)

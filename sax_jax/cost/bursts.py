@@ -37,11 +37,13 @@ probability pi, independently across flows, so the maximum over n flows is d wit
 and a collective of R rounds pays R of these in expectation (the rounds are sequential and independent).
 
 Inside the step model (cost/transport.py, context.py) a round is one window of the transport (channels x window
-per channel, all channels of a GPU share its port): T = window / C + r. Every network level's per-GPU traffic pays
-the one-flow expectation pi d per round (exact for a pipeline hop, a lower bound for a collective) as extra latency
-and as a bandwidth factor (a transfer of S bytes is S / window rounds); the data-parallel gradient traffic pays the
-maximum over the flows one round of its ring crosses at the level (bounded-loss transports drop only there:
-activations, pipeline and parameter traffic are always delivered). Bursts are charged as time waiting for recovery;
+per channel, all channels of a GPU share its port): T = window / C + r. A round's expected wait is charged as extra
+latency and as a bandwidth factor (a transfer of S bytes is S / window rounds): a pipeline hop is one flow and pays
+pi d; a synchronous collective pays the maximum over the flows one of its rounds sends across the level: a ring
+(TP, CP, data-parallel gradients and parameters) the hops that leave a unit of the level below
+(``ring_flows_per_level``), an all-to-all (EP) every pair of GPUs in different units of the level below
+(``all_to_all_flows_per_level``). Bounded-loss transports drop only data-parallel gradient data: activations,
+pipeline and parameter traffic are always delivered. Bursts are charged as time waiting for recovery;
 their share of the port's long-run bandwidth (the burst duty lam D (1 - 1/rho)) is not taken from the flow.
 
 The accuracy side of bounded loss: dropping a fraction d of a gradient and rescaling the rest by 1 / (1 - d) keeps
@@ -140,3 +142,12 @@ def ring_flows_per_level(k):
     suffix = jnp.cumprod(k[::-1])[::-1]
     leaving = jnp.where(suffix > 1.0 + 1e-6, suffix, 0.0)
     return leaving - jnp.concatenate([leaving[1:], jnp.zeros_like(leaving[:1])])
+
+
+def all_to_all_flows_per_level(k):
+    """[L] flows of one all-to-all round that cross each level: each of the n = prod(k) GPUs sends to every peer at
+    once, and m_L - m_(L-1) of its peers (m_L = prod(k[:L+1]) GPUs of the group share its unit of level L) are
+    reached through level L and no higher."""
+    m = jnp.cumprod(k)
+    below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
+    return m[-1] * (m - below)

@@ -17,10 +17,11 @@ from .lora import adapter_params_per_layer
 from .memory import params_per_gpu
 from .placement import group_members, layout_strides
 from .stages import stage_layers
-from .bursts import ring_flows_per_level
+from .bursts import all_to_all_flows_per_level, ring_flows_per_level
 from .placement import spans
 from ..space import DpSync
-from .transport import GradientPath, ecmp_table, effective_bandwidth, gradient_factors, level_factors
+from .transport import (GradientPath, collective_factors, ecmp_table, effective_bandwidth, gradient_factors,
+                        level_factors, reliable_parts)
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 
@@ -37,6 +38,11 @@ class StageShare(NamedTuple):
     layers_stage: jax.Array
     with_logits: jax.Array
     microbatches: jax.Array
+
+
+class NetPath(NamedTuple):
+    alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission and microburst tails
+    bw_Bps: jax.Array  # [L] per-GPU bandwidth when every GPU of a unit sends across its level
 
 
 class Context(NamedTuple):
@@ -64,6 +70,13 @@ class Context(NamedTuple):
     alpha_grad_s: jax.Array  # [L] the same for data-parallel gradient traffic (transport.gradient_factors)
     bw_grad_Bps: jax.Array  # [L]
     gradient: GradientPath  # its drops and their variance (bounded-loss transports; cost/bursts.py)
+    # [L] latency and bandwidth of each synchronous collective's traffic: its rounds wait for the slowest flow of a
+    # microburst (cost/bursts.py); alpha_s / bw_Bps above are one flow's (a pipeline hop's)
+    tp_net: NetPath
+    cp_net: NetPath
+    ep_net: NetPath
+    dp_net: NetPath  # parameter gathers (reliable) on the gradient group's ring (for HSDP's in-building gathers an
+    #                  upper bound, like the gradient path's)
     bw_pp_Bps: jax.Array  # [L] per-GPU bandwidth of a pipeline hop (only boundary stages send)
     layer: LayerTimes
     logits_fwd_s: jax.Array
@@ -118,6 +131,11 @@ def context(params, d, share: StageShare | None = None) -> Context:
     factor, extra_latency_s, cap_Bps = level_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
     alpha_s = net.latency_s + extra_latency_s
     bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
+    reliable = reliable_parts(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
+
+    def collective(flows) -> NetPath:  # a synchronous collective's round waits for its slowest flow
+        f, extra_s = collective_factors(reliable, flows)
+        return NetPath(net.latency_s + extra_s, effective_bandwidth(net, f, cap_Bps, 1.0))
     gradient = gradient_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels, ring_flows_per_level(grad_k),
                                 spans(grad_k), train.grad_var_tol)
     alpha_grad_s = net.latency_s + gradient.extra_latency_s
@@ -148,6 +166,10 @@ def context(params, d, share: StageShare | None = None) -> Context:
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         alpha_grad_s=alpha_grad_s, bw_grad_Bps=bw_grad_Bps, gradient=gradient,
+        tp_net=collective(ring_flows_per_level(tp_g.participants)),
+        cp_net=collective(ring_flows_per_level(cp_g.participants)),
+        ep_net=collective(all_to_all_flows_per_level(ep_g.participants)),
+        dp_net=collective(ring_flows_per_level(grad_k)),
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,

@@ -22,7 +22,7 @@ def cp_term(ctx, d, model, train, gpu):
     kv_chunk_bytes = jnp.where(model.mla > 0,
                                2.0 * d.mbs * (ctx.seq / cp) * model.heads * (model.qk_head_dim + model.v_head_dim) / tp,
                                2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp)
-    alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.alpha_s, ctx.bw_Bps)
+    alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.cp_net.alpha_s, ctx.cp_net.bw_Bps)
     ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)
     fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=gpu.overlap_slowdown)
     bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True,

@@ -109,7 +109,7 @@ def dp_term(ctx, d, train, gpu):
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
     fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
-                                    ctx.alpha_s, ctx.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps)
+                                    ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps)
     # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
     fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
@@ -117,7 +117,7 @@ def dp_term(ctx, d, train, gpu):
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                     grad_bytes, step_param_bytes, ctx.alpha_s, ctx.bw_Bps, ctx.alpha_grad_s,
+                                     grad_bytes, step_param_bytes, ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s,
                                      ctx.bw_grad_Bps)
     buckets = jnp.maximum(trained_gpu / BUCKET_PARAMS, 1.0)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)

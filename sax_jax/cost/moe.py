@@ -44,7 +44,8 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
         dispatched = moe_alltoall_bytes(ctx.tokens_gpu, model._replace(locality=0.0, imbalance=1.0))
         level_share = level_fractions(tables, d, members)
         level_bytes = dispatched * level_share * model.imbalance
-    f_moe_s, b_moe_s = moe_layer_comm_s(ctx.ep.participants, level_bytes, model, ctx.alpha_s, ctx.bw_Bps)
+    f_moe_s, b_moe_s = moe_layer_comm_s(ctx.ep.participants, level_bytes, model, ctx.ep_net.alpha_s,
+                                        ctx.ep_net.bw_Bps)
     fwd_layer_s, bwd_layer_s = model.moe_fraction * f_moe_s, model.moe_fraction * b_moe_s
     # Training.ep_overlap: in the 1F1B steady state Megatron-Core merges one microbatch's forward with another's
     # backward and runs each one's all-to-alls beside the other's layer compute, so a layer's all-to-alls hide under

@@ -32,7 +32,7 @@ def tp_term(ctx, d, train, gpu, model):
     # included, one: Megatron-Core's MambaMixer is column-parallel in, row-parallel out like attention)
     sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
     act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
-    allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.alpha_s, ctx.bw_Bps)
+    allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps)
     sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
     # NCCL calls: an all-reduce is one, under sequence parallelism an all-gather plus a reduce-scatter, and the
     # backward's re-gather is one all-gather per linear pair

@@ -16,7 +16,8 @@ Three effects on levels above the node (NVLink is untouched):
     tolerated fraction at the deadline instead of retransmitting, for data-parallel gradient traffic only
     (``gradient_factors``): everything else it carries is recovered by selective repeat.
   * microbursts (cost/bursts.py): every round of one window pays the expected recovery time of a burst that
-    overflows the port's buffer, per loss-recovery scheme; gradient rounds pay the slowest of their flows.
+    overflows the port's buffer, per loss-recovery scheme; a pipeline hop is one flow, every synchronous
+    collective's round (TP, CP, EP, data-parallel gradients and parameters) pays the slowest of its flows.
   * in-flight window: throughput <= window / RTT (NCCL keeps ~4 MiB per channel in flight).
   * TCP (NCCL's socket transport, the usual choice over a WAN without RDMA): each socket's congestion window
     settles where loss p allows, rate <= MSS / RTT x sqrt(3/2) / sqrt(p) (Mathis, Semke, Mahdavi & Ott 1997,
@@ -131,18 +132,42 @@ def _reliable_burst_delay_s(tr, t, rd: Round):
     return jnp.where(tr.go_back_n[t] > 0, gbn, sr), sr
 
 
-def level_factors(net, tr, ecmp_tab, t, qps, channels):
-    """For transport index t with qps flows/connection and `channels` in-flight windows: per level [L]
-    bandwidth factor, extra latency (s) and window cap (B/s) of traffic that must arrive (everything but the
-    gradient traffic of a bounded-loss transport: ``gradient_factors``). qps/channels of 0 take the transport's own.
-    """
+class Reliable(NamedTuple):
+    """Per level [L], traffic that must arrive (everything but the gradient traffic of a bounded-loss transport):
+    what a round of one flow costs before and during a microburst."""
+    lb_eta: jax.Array  # load balancing x loss-recovery efficiency
+    tail_s: jax.Array  # retransmission tail per round
+    cap_Bps: jax.Array  # window cap
+    send_s: jax.Array  # one window through the port
+    pi: jax.Array  # probability that a round of one flow is hit by a burst
+    delay_s: jax.Array  # recovery time of a hit round (go-back-N or selective repeat)
+    net_level: jax.Array  # True above the NVLink domain
+
+
+def reliable_parts(net, tr, ecmp_tab, t, qps, channels) -> Reliable:
+    """For transport index t with qps flows/connection and `channels` in-flight windows (0: the transport's own)."""
     lb, eta, tail_s, cap_Bps, rd = _loss_free_parts(net, tr, ecmp_tab, t, qps, channels)
-    # microbursts: each round of one window waits pi x d for its recovery (one flow: cost/bursts.py)
-    burst_s = rd.burst.pi * _reliable_burst_delay_s(tr, t, rd)[0]
-    factor = lb * eta * (rd.send_s / (rd.send_s + burst_s))
-    net_level = net.is_network > 0
-    return (jnp.where(net_level, factor, 1.0), jnp.where(net_level, tail_s + burst_s, 0.0),
-            jnp.where(net_level, cap_Bps, jnp.inf))
+    return Reliable(lb_eta=lb * eta, tail_s=tail_s, cap_Bps=cap_Bps, send_s=rd.send_s, pi=rd.burst.pi,
+                    delay_s=_reliable_burst_delay_s(tr, t, rd)[0], net_level=net.is_network > 0)
+
+
+def level_factors(net, tr, ecmp_tab, t, qps, channels):
+    """Per level [L]: bandwidth factor, extra latency (s) and window cap (B/s) of one flow of reliable traffic (a
+    pipeline hop); ``collective_factors`` charges a synchronous collective its slowest flow."""
+    rel = reliable_parts(net, tr, ecmp_tab, t, qps, channels)
+    factor, extra_s = _burst_factors(rel, rel.pi * rel.delay_s)  # one flow waits pi x d per round
+    return factor, extra_s, jnp.where(rel.net_level, rel.cap_Bps, jnp.inf)
+
+
+def collective_factors(rel: Reliable, flows):
+    """(bandwidth factor, extra latency) per level [L] of a synchronous collective whose every round waits for the
+    slowest of ``flows`` [L] flows crossing the level: E[max] = d (1 - (1 - pi)^flows) (cost/bursts.py)."""
+    return _burst_factors(rel, bursts.expected_max_delay_s(rel.pi, rel.delay_s, flows))
+
+
+def _burst_factors(rel: Reliable, burst_s):
+    factor = rel.lb_eta * (rel.send_s / (rel.send_s + burst_s))
+    return (jnp.where(rel.net_level, factor, 1.0), jnp.where(rel.net_level, rel.tail_s + burst_s, 0.0))
 
 
 def _loss_free_parts(net, tr, ecmp_tab, t, qps, channels):
