@@ -50,6 +50,11 @@ def resolve_design(scenario, baseline: str | None, sets: dict, key=set_flag, bas
         if k in CATEGORICAL_AXES and not isinstance(v, str):
             raise ConfigError(None, key(k), v, f"must be the name of a {k} option",
                               "see `sax space SCENARIO` for the names")
+        if k == "expert_placement" and v != "contiguous" and getattr(scenario, "expert_trace", None) is None:
+            # without a trace there are no placement tables: the policy would silently evaluate as contiguous
+            raise ConfigError(None, key(k), v, "needs an activation trace, and this scenario has none",
+                              "add expert_trace: ../traces/MODEL.npz to the scenario (see configs/scenarios/"
+                              "deepseek-v3-two-buildings.yaml)")
         check_axis_value(k, v, scenario.model, scenario.system, scenario.training, None, key(k))
     try:
         return scenario.baseline_design(baseline, sets)

@@ -126,6 +126,17 @@ def test_a_placement_without_a_trace_is_a_config_error(tmp_path):
         sx.load_scenario(str(path))
 
 
+def test_set_placement_without_a_trace_is_refused(mixtral_scenario):
+    """`--set expert_placement=X` on a scenario without a trace names the flag (it would evaluate as contiguous)."""
+    from sax_jax.design_args import resolve_design
+    bare = dataclasses.replace(mixtral_scenario, expert_trace=None)
+    with pytest.raises(ConfigError, match="--set expert_placement.*needs an activation trace"):
+        resolve_design(bare, None, {"expert_placement": "eplb"})
+    assert int(resolve_design(bare, None, {"expert_placement": "contiguous"}).expert_placement) == 0
+    assert int(resolve_design(mixtral_scenario, None, {"expert_placement": "eplb"}).expert_placement) == \
+        EXPERT_PLACEMENTS.index("eplb")
+
+
 def _policy_batch(scenario, **over):
     return stack([scenario.baseline_design(overrides={**over, "expert_placement": p}) for p in EXPERT_PLACEMENTS])
 
