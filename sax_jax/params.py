@@ -202,6 +202,7 @@ class TrainP(NamedTuple):
     bf16_end: jnp.ndarray | float = 0.0
     mtp_layers: jnp.ndarray | float = 0.0
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
+    ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node (DeepEP / HybridEP dispatch)
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
     grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
     # low-communication training (cost/outer_sync.py)
@@ -372,7 +373,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
-        ep_overlap=1 if t.ep_overlap else 0, etp=t.expert_tensor_parallel,
+        ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
         grad_var_tol=t.gradient_variance_tolerance,
         stream_fragments=t.streaming_fragments, stream_overlap_steps=t.streaming_overlap_steps,
         outer_state_bytes=t.outer_state_bytes_per_param, target_tokens=t.target_tokens,

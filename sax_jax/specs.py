@@ -228,7 +228,7 @@ def ranges_of(kind: str) -> dict:
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
-               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap"),
+               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup"),
                "transport": ("survives_link_failure",)}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
@@ -832,6 +832,12 @@ class Training:
     # computation of another (the 1F1B steady state's merged forward/backward), as DeepSeek-V3's DualPipe overlaps
     # them (arXiv 2412.19437, section 3.2.1)
     ep_overlap: bool = False
+    # A dispatcher that sends a token once to each destination node and forwards it to that node's experts over
+    # NVLink (Megatron-Core's flex dispatcher with DeepEP or HybridEP; DeepEP's internode kernels, DeepSeek-V3
+    # arXiv 2412.19437 section 3.2.2): what crosses the network is one copy per distinct remote node, not one per
+    # routed expert. False: the alltoall dispatcher (one copy per routed expert). Traced placements (expert_trace)
+    # always count per-node copies.
+    ep_dedup: bool = False
     # MoE parallel folding (Megatron-Core; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960): the expert
     # layers get their own tensor-parallel size (expert_tensor_parallel_size) and their EP groups are formed over
     # all tp x cp x dp ranks of a stage instead of inside dp x cp. 0: no folding, experts split over the

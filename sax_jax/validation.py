@@ -577,6 +577,9 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
     if recipe["ep_overlap"] == "true":
         out["ep_overlap"] = True
         filled.append(f"ep_overlap=yes (recipe {src}: overlap_moe_expert_parallel_comm)")
+    if recipe["dispatcher"] == "flex":
+        out["ep_dedup"] = True
+        filled.append(f"ep_dedup=yes (recipe {src}: flex dispatcher, {recipe['flex_backend'] or '?'})")
     if recipe["offload"]:
         approx.append(f"activation/weight offloading ({recipe['offload']}) is not modelled")
     if recipe["mismatch"]:

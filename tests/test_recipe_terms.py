@@ -147,6 +147,40 @@ def test_ep_overlap_needs_two_microbatches(moe):
                                                                                     rel=REL)
 
 
+def test_node_dedup_ratio_is_the_hypergeometric_count():
+    """DeepSeek-V3 (256 experts, top 8) over 4 nodes: a remote node receives a token unless all 8 experts are
+    elsewhere, q = C(192, 8) / C(256, 8); 3 (1 - q) copies cross the network instead of 8 x 3/4 = 6."""
+    import math
+    import jax.numpy as jnp
+    from sax_jax.cost.moe import node_dedup_ratio
+    ds = build_params(dataclasses.replace(sx.load_scenario("mixtral-moe"), expert_trace=None,
+                                          model=load_model(os.path.join(configs_dir(), "models", "deepseek-v3.yaml")))).model
+    net = jnp.asarray([False, True, True])
+    q = math.comb(192, 8) / math.comb(256, 8)
+    assert float(node_dedup_ratio(jnp.asarray([8.0, 32.0, 32.0]), net, ds)) == pytest.approx(3 * (1 - q) / 6, rel=1e-5)
+    assert float(node_dedup_ratio(jnp.asarray([8.0, 8.0, 8.0]), net, ds)) == 1.0  # one node: nothing crosses
+    # never more copies than the routed experts: n (1 - q) <= k for every group size
+    for n in (2, 4, 8, 16, 32, 64, 256):
+        r = float(node_dedup_ratio(jnp.asarray([1.0, float(n), float(n)]), net, ds))
+        assert 0.0 < r <= 1.0 + 1e-6
+
+
+def test_ep_dedup_sends_less_across_nodes_and_nothing_changes_inside_one(moe):
+    across = {"ep": 16, "tp": 1}  # 16 EP ranks over two 8-GPU nodes
+    plain, dedup = _cost(moe, **across), _cost(_with(moe, ep_dedup=True), **across)
+    assert dedup["breakdown"]["ep"] < plain["breakdown"]["ep"]
+    inside = {"ep": 8, "tp": 1}
+    assert _cost(_with(moe, ep_dedup=True), **inside) == _cost(moe, **inside)
+
+
+def test_flex_dispatcher_recipes_turn_dedup_on():
+    from sax_jax import validation as V
+    cases, _ = V.load_cases(dataset="megatron-bridge-b200")
+    c = {x.id: x for x in cases}
+    assert c["mb-26.04.01-b200-deepseek-v3-pretrain-mxfp8-256g-gbs4096"].scenario.training.ep_dedup  # flex, deepep
+    assert not c["mb-26.04.01-b200-gpt-oss-120b-pretrain-bf16-64g-gbs1280"].scenario.training.ep_dedup  # alltoall
+
+
 def test_folding_with_one_tensor_rank_is_the_plain_layout(moe):
     """tp = cp = 1: the folded EP group is the one carved from dp, the experts are split the same way."""
     for axes in ({"tp": 1, "ep": 8}, {"tp": 1, "ep": 4, "pp": 2}):
