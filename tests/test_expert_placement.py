@@ -170,7 +170,7 @@ def test_deepseek_two_buildings_sweep_has_no_nan_and_the_axis():
     cost = jax.device_get(evaluate(sc, sc.space.decode(idx)))
     for leaf in jax.tree_util.tree_leaves(cost):
         assert not np.any(np.isnan(np.asarray(leaf, np.float64)))
-    rec = placement_record(sc, sc.space.to_dict(sc.baseline_design()))
+    rec = placement_record(sc, sc.space.to_dict(sc.baseline_design("across")))
     rows = {r["policy"]: r for r in rec["rows"]}
     assert rows["contiguous"]["crosses_building"] > 0.0  # ep 128 over both buildings
     assert rows["node-limited"]["leaves_node"] < rows["contiguous"]["leaves_node"]

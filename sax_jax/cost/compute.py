@@ -217,7 +217,8 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     dense_ffn, expert_ffn = activated_ffn_parts(model)
     act_bytes_per_ffn = g.elementwise_factor * tokens * ELEMENTWISE_BYTES_PER_F * model.mlp_mats / 2.0 / t
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
-                           + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t)
+                           + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t
+                           + moe_permute_bytes_per_token(model) / sp_split)
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
     # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
     # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
@@ -263,6 +264,20 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
 
 
 NORM_BYTES_PER_H = 8.0  # the two norms' share of ELEMENTWISE_BYTES_PER_H
+
+
+# MoE token permutation (Megatron-Core moe_utils.permute / unpermute, fused or not): before the dispatch each token
+# is read once and written as top_k copies grouped by expert; after the combine the top_k expert outputs are read
+# and summed into one row: 2 (1 + top_k) rows of the dispatched width (LatentMoE: the latent), 16-bit, per token
+# and MoE layer in the forward (the backward moves the gradients the same way: MEMORY_BWD_RATIO like every
+# elementwise kernel)
+PERMUTE_BYTES_PER_ELEMENT = 2.0
+
+
+def moe_permute_bytes_per_token(model):
+    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
+    return jnp.where(model.experts > 0, model.moe_fraction * 2.0 * (1.0 + model.top_k) * width
+                     * PERMUTE_BYTES_PER_ELEMENT, 0.0)
 
 
 def activated_ffn_parts(model, imbalance=None):
