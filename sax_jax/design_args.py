@@ -7,6 +7,7 @@ a user sees the flag or argument they typed rather than the scenario file's ``sp
 from __future__ import annotations
 
 from .config import check_axis_value
+from .moe.traces import NEEDS_TRACE
 from .space import AXES, CATEGORICAL_AXES, Design
 from .specs import ConfigError
 
@@ -50,11 +51,9 @@ def resolve_design(scenario, baseline: str | None, sets: dict, key=set_flag, bas
         if k in CATEGORICAL_AXES and not isinstance(v, str):
             raise ConfigError(None, key(k), v, f"must be the name of a {k} option",
                               "see `sax space SCENARIO` for the names")
-        if k == "expert_placement" and v != "contiguous" and getattr(scenario, "expert_trace", None) is None:
+        if k == "expert_placement" and v != "contiguous" and scenario.expert_trace is None:
             # without a trace there are no placement tables: the policy would silently evaluate as contiguous
-            raise ConfigError(None, key(k), v, "needs an activation trace, and this scenario has none",
-                              "add expert_trace: ../traces/MODEL.npz to the scenario (see configs/scenarios/"
-                              "deepseek-v3-two-buildings.yaml)")
+            raise ConfigError(None, key(k), v, *NEEDS_TRACE)
         check_axis_value(k, v, scenario.model, scenario.system, scenario.training, None, key(k))
     try:
         return scenario.baseline_design(baseline, sets)

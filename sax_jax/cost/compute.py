@@ -275,9 +275,9 @@ PERMUTE_BYTES_PER_ELEMENT = 2.0
 
 
 def moe_permute_bytes_per_token(model):
+    """0 for a dense model (moe_fraction 0)."""
     width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
-    return jnp.where(model.experts > 0, model.moe_fraction * 2.0 * (1.0 + model.top_k) * width
-                     * PERMUTE_BYTES_PER_ELEMENT, 0.0)
+    return model.moe_fraction * 2.0 * (1.0 + model.top_k) * width * PERMUTE_BYTES_PER_ELEMENT
 
 
 def activated_ffn_parts(model, imbalance=None):

@@ -21,7 +21,7 @@ from .bursts import all_to_all_flows_per_level, ring_flows_per_level
 from .placement import spans
 from ..space import DpSync
 from .transport import (GradientPath, collective_factors, ecmp_table, effective_bandwidth, gradient_factors,
-                        level_factors, reliable_parts)
+                        one_flow_factors, reliable_parts)
 
 ACT_BYTES = 2.0  # 16-bit activations on the wire
 
@@ -128,10 +128,10 @@ def context(params, d, share: StageShare | None = None) -> Context:
     grad_k_across = jnp.where(inside, 1.0, grad_k)
 
     ecmp_tab = ecmp_table(net)
-    factor, extra_latency_s, cap_Bps = level_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
+    reliable = reliable_parts(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
+    factor, extra_latency_s, cap_Bps = one_flow_factors(reliable)
     alpha_s = net.latency_s + extra_latency_s
     bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
-    reliable = reliable_parts(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
 
     def collective(flows) -> NetPath:  # a synchronous collective's round waits for its slowest flow
         f, extra_s = collective_factors(reliable, flows)

@@ -151,12 +151,17 @@ def reliable_parts(net, tr, ecmp_tab, t, qps, channels) -> Reliable:
                     delay_s=_reliable_burst_delay_s(tr, t, rd)[0], net_level=net.is_network > 0)
 
 
-def level_factors(net, tr, ecmp_tab, t, qps, channels):
+def one_flow_factors(rel: Reliable):
     """Per level [L]: bandwidth factor, extra latency (s) and window cap (B/s) of one flow of reliable traffic (a
-    pipeline hop); ``collective_factors`` charges a synchronous collective its slowest flow."""
-    rel = reliable_parts(net, tr, ecmp_tab, t, qps, channels)
-    factor, extra_s = _burst_factors(rel, rel.pi * rel.delay_s)  # one flow waits pi x d per round
+    pipeline hop): it waits pi x d per round. ``collective_factors`` charges a synchronous collective its slowest
+    flow."""
+    factor, extra_s = _burst_factors(rel, rel.pi * rel.delay_s)
     return factor, extra_s, jnp.where(rel.net_level, rel.cap_Bps, jnp.inf)
+
+
+def level_factors(net, tr, ecmp_tab, t, qps, channels):
+    """``one_flow_factors`` of transport index t with qps flows/connection and `channels` windows."""
+    return one_flow_factors(reliable_parts(net, tr, ecmp_tab, t, qps, channels))
 
 
 def collective_factors(rel: Reliable, flows):

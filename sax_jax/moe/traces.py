@@ -219,6 +219,10 @@ def save_trace(trace_fields: dict, path: str) -> None:
         np.savez_compressed(path, **{k: np.asarray(v) for k, v in out.items()})
 
 
+NEEDS_TRACE = ("needs an activation trace", "add expert_trace: ../traces/MODEL.npz to the scenario "
+               "(see configs/scenarios/deepseek-v3-two-buildings.yaml)")
+
+
 def scenario_trace(ref, scenario_path: str, model, space, baselines: dict) -> Trace | None:
     """A scenario's ``expert_trace:`` (a path relative to the scenario file) checked against its model; without
     one, an expert_placement other than contiguous is an error (it would silently equal contiguous)."""
@@ -227,8 +231,7 @@ def scenario_trace(ref, scenario_path: str, model, space, baselines: dict) -> Tr
             b.get("expert_placement", "contiguous") for b in baselines.values()]
         other = [v for v in named if v != "contiguous"]
         if other:
-            raise ConfigError(scenario_path, "space.expert_placement", other[0],
-                              "needs an activation trace", "add expert_trace: ../traces/MODEL.npz to the scenario")
+            raise ConfigError(scenario_path, "space.expert_placement", other[0], *NEEDS_TRACE)
         return None
     if model.moe is None:
         raise ConfigError(scenario_path, "expert_trace", ref, f"model {model.name!r} has no MoE layers")
