@@ -13,12 +13,19 @@ expected fitness E_{x ~ p}[f(x)] with two gradient estimators combined in one su
 The logits start from the option frequencies of the best points of a uniform sample (a fifth of the budget,
 ``genome.explore``). The temperature tau anneals geometrically from ``tau0`` to ``tau1``. At the end the argmax design is rounded
 (one option per axis), evaluated exactly, compared with the best sampled design, and the winner is polished by
-one- and two-axis moves (``genome.polish``). Every evaluation (samples, pathwise points, polish) counts against the budget.
+one- and two-axis moves (``genome.polish``), then by **block moves** over the coupled pipeline axes (``BLOCK_AXES``:
+schedule x vpp x pp, where the search chooses all three): every other combination of them at the polished design
+in one batched call, and a short one-axis descent from each of the ``BLOCK_TOP`` best (``block_polish``). The
+per-axis distribution cannot hold their coupling (vpp > 1 only under the interleaved schedule, each schedule has
+its own best pp), and one- and two-axis moves cannot cross it: e.g. PP 8 / ZB-H2 -> PP 4 / VPP 4 / interleaved,
+with tp or mbs following. Every evaluation (samples, pathwise points, polish, block moves) counts against the
+budget; the block moves' share comes out of the sampling (whole segments), never out of the polish's.
 """
 from __future__ import annotations
 
 import functools
 import time
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -26,11 +33,16 @@ import numpy as np
 import optax
 
 from .genome import (Problem, SearchResult, archive_init, archive_update, complete, evaluate_digits, explore,
-                     explore_count, fitness_outputs, multi_polish, points_budget, polish_reserve, safe_fitness)
+                     explore_count, fitness_outputs, multi_polish, neighbours_of, points_budget, polish_reserve,
+                     safe_fitness)
 
 N_SEGMENTS = 10
 ELITE = 32  # explored designs that shape the initial distribution
 NEG = -1e9  # logit of a padding option
+BLOCK_AXES = ("schedule", "vpp", "pp")  # coupled pipeline knobs that ``block_polish`` moves together
+BLOCK_TOP = 2  # block combinations descended from after the scan of all of them
+BLOCK_ROUNDS = 3  # rounds of one-axis moves each such descent gets at most
+BLOCK_MAX = 4096  # combinations a block may hold at most
 
 
 def _tables(problem: Problem):
@@ -45,6 +57,106 @@ def _tables(problem: Problem):
             logv[a, :r] = np.log(np.asarray(problem.values[a], np.float64))
             relax[a] = True
     return jnp.asarray(mask), jnp.asarray(logv), jnp.asarray(relax)
+
+
+class Block(NamedTuple):
+    """Axes that ``block_polish`` moves together."""
+    axes: tuple  # problem axis indices, in ``BLOCK_AXES`` order
+    radices: tuple  # their options
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.radices))
+
+
+def coupled_block(problem: Problem, names=BLOCK_AXES) -> Block | None:
+    """The block of ``names`` in ``problem``, or None when one of them is not an axis the search chooses (absent,
+    or an inner axis of a sub-grid problem), fewer than two of them have a choice, or they have more than
+    ``BLOCK_MAX`` combinations."""
+    names = tuple(names or ())
+    if not names or not problem.names or any(nm not in problem.names for nm in names):
+        return None
+    axes = tuple(int(problem.names.index(nm)) for nm in names)
+    radices = tuple(int(problem.radices[a]) for a in axes)
+    if len(set(axes)) != len(axes) or sum(r > 1 for r in radices) < 2 or int(np.prod(radices)) > BLOCK_MAX:
+        return None
+    return Block(axes, radices)
+
+
+def block_moves(digits, block: Block) -> np.ndarray:
+    """Every point that differs from ``digits`` only in the block's axes [block.size - 1, n], row-major over the
+    block's options (``digits``' own combination left out)."""
+    digits = np.asarray(digits, np.int32)
+    rows = np.repeat(digits[None], block.size, axis=0)
+    rows[:, list(block.axes)] = np.stack(np.unravel_index(np.arange(block.size), block.radices), axis=-1)
+    own = int(np.ravel_multi_index(tuple(int(digits[a]) for a in block.axes), block.radices))
+    return np.delete(rows, own, axis=0)
+
+
+def block_cap(problem: Problem) -> int:
+    """Evaluations of one descent after a block move: ``BLOCK_ROUNDS`` rounds of one-axis moves."""
+    return BLOCK_ROUNDS * max(problem.neighbours, 1)
+
+
+def block_budget(problem: Problem, block: Block | None, budget: int) -> int:
+    """Evaluations ``block_polish`` needs (the scan and ``BLOCK_TOP`` capped descents); 0 without a block or
+    when that is more than a quarter of ``budget`` (points)."""
+    if block is None:
+        return 0
+    need = block.size - 1 + BLOCK_TOP * block_cap(problem)
+    return need if need <= budget // 4 else 0
+
+
+def descend(problem: Problem, starts, fitnesses, values, cap: int, budget: int, deadline: float | None = None):
+    """Steepest descent over one-axis moves from several starts in lockstep: each round evaluates the neighbours
+    of every start still improving in one batched call; a start stops at a one-axis local optimum (``local``) or
+    when another round would take it past ``cap`` evaluations; all together never past ``budget``.
+    Returns ([(digits, fitness, value, local)] per start, evaluations)."""
+    pts = [[np.asarray(d, np.int32), float(f), float(v), False] for d, f, v in zip(starts, fitnesses, values)]
+    spent = [0] * len(pts)
+    used = 0
+    moving = list(range(len(pts)))
+    while moving and (deadline is None or time.perf_counter() < deadline):
+        moving = [i for i in moving if spent[i] + problem.neighbours <= cap]
+        moving = moving[:max(0, (budget - used) // max(problem.neighbours, 1))]
+        if not moving:
+            break
+        cand = [neighbours_of(problem, pts[i][0]) for i in moving]
+        f, v = evaluate_digits(problem, np.concatenate(cand))
+        used += len(f)
+        at, still = 0, []
+        for i, c in zip(moving, cand):
+            j = at + int(np.argmin(f[at:at + len(c)]))
+            spent[i] += len(c)
+            if f[j] < pts[i][1]:
+                pts[i][:3] = c[j - at], float(f[j]), float(v[j])
+                still.append(i)
+            else:
+                pts[i][3] = True
+            at += len(c)
+        moving = still
+    return [tuple(p) for p in pts], used
+
+
+def block_polish(problem: Problem, block: Block, digits, fitness: float, value: float, budget: int,
+                 deadline: float | None = None):
+    """Move the block's axes together: every other combination of them at ``digits`` (one batched call), then a
+    one-axis descent (``descend``, at most ``block_cap`` evaluations each, in lockstep) from each of the
+    ``BLOCK_TOP`` best of those (the move rarely pays alone: tp, mbs or the placement follow it). Never exceeds
+    ``budget``. Returns (digits, fitness, value, evaluations, improved, local): ``local`` is True when the returned
+    point is known to be a one-axis local optimum."""
+    cand = block_moves(digits, block)
+    if len(cand) > budget or (deadline is not None and time.perf_counter() >= deadline):
+        return digits, fitness, value, 0, False, False
+    f, v = evaluate_digits(problem, cand)
+    used, improved, local = len(cand), False, False
+    top = np.argsort(f, kind="stable")[:BLOCK_TOP]
+    ends, spent = descend(problem, cand[top], f[top], v[top], block_cap(problem), budget - used, deadline)
+    used += spent
+    for d, fd, vd, loc in ends:
+        if fd < fitness:
+            digits, fitness, value, improved, local = d, fd, vd, True, loc
+    return digits, fitness, value, used, improved, local
 
 
 def probabilities(logits, mask, tau):
@@ -130,10 +242,11 @@ def _segment(aux, carry, tables, taus, *, fitness_fn, smooth_fn, radices, batch,
 def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: int = 64, lr: float = 0.1,
                    tau0: float = 1.0, tau1: float = 0.2, path_samples: int = 4, path_weight: float = 1.0,
                    do_polish: bool = True, do_explore: bool = True, progress=None,
-                   seconds: float | None = None) -> SearchResult:
+                   seconds: float | None = None, block_axes=BLOCK_AXES) -> SearchResult:
     """Optimize the per-axis distributions; at most ``budget`` evaluations (designs: a sub-grid point costs
     ``problem.point_designs``) and, with ``seconds``, stop between segments and polish rounds once that much
-    wall time has passed. The result's digits cover every axis (``genome.complete``)."""
+    wall time has passed. ``block_axes``: the axes the final ``block_polish`` moves together (``()``: none).
+    The result's digits cover every axis (``genome.complete``)."""
     t0 = time.perf_counter()
     deadline = None if seconds is None else t0 + float(seconds)
     unit = problem.point_designs
@@ -142,6 +255,7 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
     smooth = problem.smooth_fn if (problem.smooth_fn is not None and any(problem.relaxable)) else None
     path_samples = min(path_samples, batch) if smooth is not None else 0
     per_step = batch + path_samples
+    block = coupled_block(problem, block_axes) if do_polish else None
     reserve = polish_reserve(problem, budget)
     key, k_explore = jax.random.split(jax.random.PRNGKey(seed))
     n_explore = explore_count(problem, budget) if do_explore else 0
@@ -150,6 +264,16 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
     segments = min(N_SEGMENTS, steps)
     per = steps // segments
     steps = per * segments
+    # the block moves' evaluations come out of the sampling (whole segments), never out of the polish; none when
+    # that would take more than half of the sampling steps
+    for_block = block_budget(problem, block, budget)
+    short = (steps * per_step - for_block) // per_step
+    if for_block and short >= max(steps // 2, 1):
+        segments = min(N_SEGMENTS, short)
+        per = short // segments
+        steps = per * segments
+    else:
+        for_block = 0
     taus = tau0 * (tau1 / tau0) ** (np.arange(steps) / max(steps - 1, 1))
     logits = jnp.asarray(warm_logits(problem, seeds[0][:ELITE]), jnp.float32)
     arc = archive_init(problem.n_axes)
@@ -181,10 +305,16 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
         digits, fitness, value = rounded, float(f_r[0]), float(v_r[0])
     left = budget - evaluations
     local = False
-    if do_polish and left > 0:
-        digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]],
-                                                           [fitness, *seeds[1][:2]], left, seed, deadline)
+    if do_polish and left - for_block > 0:
+        digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]], [fitness, *seeds[1][:2]],
+                                                           left - for_block, seed, deadline)
         evaluations += used
+    block_improved = False
+    if for_block and budget - evaluations > 0:
+        digits, fitness, value, used, block_improved, block_local = block_polish(
+            problem, block, digits, fitness, value, budget - evaluations, deadline)
+        evaluations += used
+        local = block_local if block_improved else local
     probs = np.asarray(probabilities(logits, tables[0], taus[-1]))
     return SearchResult(method="relaxed", strategy="adam", digits=complete(problem, digits), value=value,
                         fitness=fitness, evaluations=evaluations * unit, seconds=time.perf_counter() - t0,
@@ -194,4 +324,6 @@ def relaxed_search(problem: Problem, budget: int = 5000, seed: int = 0, batch: i
                                 "local_optimum": local,
                                 # how settled the distribution is: mean over axes of the top option's probability
                                 "confidence": float(np.mean(probs.max(axis=-1))), "steps": done,
+                                "block_axes": ",".join(problem.names[a] for a in block.axes) if for_block else "",
+                                "block_improved": block_improved,
                                 "designs_per_point": unit})
