@@ -284,14 +284,16 @@ def pair_moves(problem: Problem, digits, limit: int, seed: int = 0) -> np.ndarra
     return rows
 
 
-def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0, deadline: float | None = None):
+def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0, deadline: float | None = None,
+           pairs: bool = True, value: float | None = None):
     """Local search from ``digits``: steepest descent over one-axis moves (every neighbour in one batched
     call per round); at a one-axis local optimum, one round of two-axis moves (coupled knobs such as
-    schedule + vpp or tp + pp), back to one-axis moves after an improvement. Never exceeds ``budget``.
+    schedule + vpp or tp + pp; not with ``pairs=False``), back to one-axis moves after an improvement. Never
+    exceeds ``budget``. ``value``: the start's known objective value (else it is evaluated when no move helps).
     Returns (digits, fitness, value, evaluations, local_optimum): ``local_optimum`` is True when no one-axis
     change of the returned point is better (a certificate the search can report)."""
     digits = np.asarray(digits, np.int32)
-    used, value, local = 0, None, False
+    used, local = 0, False
     while used < budget and (deadline is None or time.perf_counter() < deadline):
         if used + problem.neighbours <= budget:
             cand = neighbours_of(problem, digits)
@@ -304,7 +306,7 @@ def polish(problem: Problem, digits, fitness: float, budget: int, seed: int = 0,
             digits, fitness, value = cand[i], float(f[i]), float(v[i])
             continue
         local = True
-        if budget - used <= 0:
+        if not pairs or budget - used <= 0:
             break
         cand = pair_moves(problem, digits, budget - used, seed)
         if len(cand) == 0:

@@ -33,7 +33,7 @@ import numpy as np
 import optax
 
 from .genome import (Problem, SearchResult, archive_init, archive_update, complete, evaluate_digits, explore,
-                     explore_count, fitness_outputs, multi_polish, neighbours_of, points_budget, polish_reserve,
+                     explore_count, fitness_outputs, multi_polish, points_budget, polish, polish_reserve,
                      safe_fitness)
 
 N_SEGMENTS = 10
@@ -107,41 +107,10 @@ def block_budget(problem: Problem, block: Block | None, budget: int) -> int:
     return need if need <= budget // 4 else 0
 
 
-def descend(problem: Problem, starts, fitnesses, values, cap: int, budget: int, deadline: float | None = None):
-    """Steepest descent over one-axis moves from several starts in lockstep: each round evaluates the neighbours
-    of every start still improving in one batched call; a start stops at a one-axis local optimum (``local``) or
-    when another round would take it past ``cap`` evaluations; all together never past ``budget``.
-    Returns ([(digits, fitness, value, local)] per start, evaluations)."""
-    pts = [[np.asarray(d, np.int32), float(f), float(v), False] for d, f, v in zip(starts, fitnesses, values)]
-    spent = [0] * len(pts)
-    used = 0
-    moving = list(range(len(pts)))
-    while moving and (deadline is None or time.perf_counter() < deadline):
-        moving = [i for i in moving if spent[i] + problem.neighbours <= cap]
-        moving = moving[:max(0, (budget - used) // max(problem.neighbours, 1))]
-        if not moving:
-            break
-        cand = [neighbours_of(problem, pts[i][0]) for i in moving]
-        f, v = evaluate_digits(problem, np.concatenate(cand))
-        used += len(f)
-        at, still = 0, []
-        for i, c in zip(moving, cand):
-            j = at + int(np.argmin(f[at:at + len(c)]))
-            spent[i] += len(c)
-            if f[j] < pts[i][1]:
-                pts[i][:3] = c[j - at], float(f[j]), float(v[j])
-                still.append(i)
-            else:
-                pts[i][3] = True
-            at += len(c)
-        moving = still
-    return [tuple(p) for p in pts], used
-
-
 def block_polish(problem: Problem, block: Block, digits, fitness: float, value: float, budget: int,
                  deadline: float | None = None):
     """Move the block's axes together: every other combination of them at ``digits`` (one batched call), then a
-    one-axis descent (``descend``, at most ``block_cap`` evaluations each, in lockstep) from each of the
+    one-axis descent (``genome.polish`` without pair moves, at most ``block_cap`` evaluations each) from each of the
     ``BLOCK_TOP`` best of those (the move rarely pays alone: tp, mbs or the placement follow it). Never exceeds
     ``budget``. Returns (digits, fitness, value, evaluations, improved, local): ``local`` is True when the returned
     point is known to be a one-axis local optimum."""
@@ -151,9 +120,10 @@ def block_polish(problem: Problem, block: Block, digits, fitness: float, value: 
     f, v = evaluate_digits(problem, cand)
     used, improved, local = len(cand), False, False
     top = np.argsort(f, kind="stable")[:BLOCK_TOP]
-    ends, spent = descend(problem, cand[top], f[top], v[top], block_cap(problem), budget - used, deadline)
-    used += spent
-    for d, fd, vd, loc in ends:
+    for i in top:  # a one-axis descent of at most block_cap evaluations from each
+        d, fd, vd, spent, loc = polish(problem, cand[i], float(f[i]), min(block_cap(problem), budget - used),
+                                       deadline=deadline, pairs=False, value=float(v[i]))
+        used += spent
         if fd < fitness:
             digits, fitness, value, improved, local = d, fd, vd, True, loc
     return digits, fitness, value, used, improved, local
