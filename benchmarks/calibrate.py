@@ -341,12 +341,13 @@ def fit_family(name, cases, write):
 
 
 STRAGGLER_BOUNDS = (0.0, 0.2)
+EXPERT_GEMM_BOUNDS_US = (0.0, 100.0)
 
 
-def fit_straggler(cases, write):
-    """One coefficient of variation shared by every GPU type (a property of how clusters run, not of a die),
-    fitted on the whole calibration split with every other constant fixed: least squares of the relative errors
-    (each over its dataset's target), golden-section search on STRAGGLER_BOUNDS."""
+def fit_scalar(cases, field, bounds, scale=1.0):
+    """One GpuP field shared by every run of the calibration split, every other constant fixed: least squares of
+    the relative errors (each over its dataset's target), golden-section search over bounds (the field is set to
+    value x scale). Returns (value, runs, MAPE at the value, MAPE at bounds[0])."""
     split = V.calibration_split(cases)
     fc = [c for c in cases if c.id in split]
     params, designs = V.case_arrays(fc)
@@ -356,35 +357,61 @@ def fit_straggler(cases, write):
     target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
 
     @jax.jit
-    def errors(cv):
-        gpu = params.gpu._replace(straggler_cv=cv * jnp.ones_like(params.gpu.straggler_cv))
+    def errors(x):
+        gpu = params.gpu._replace(**{field: x * scale * jnp.ones_like(params.gpu.gemm_max)})
         t = V._eval_cases(params._replace(gpu=gpu), designs).raw_step_time_s
         return (jnp.where(is_time, t, coef / t) - measured) / measured
 
-    def loss(cv):
-        return float(np.mean((np.asarray(errors(jnp.float32(cv)), np.float64) / target) ** 2))
+    def loss(x):
+        return float(np.mean((np.asarray(errors(jnp.float32(x)), np.float64) / target) ** 2))
 
-    lo, hi = STRAGGLER_BOUNDS
+    lo, hi = bounds
     g = (np.sqrt(5.0) - 1.0) / 2.0
     a, b = lo, hi
     for _ in range(40):
         c1, c2 = b - g * (b - a), a + g * (b - a)
         a, b = (a, c2) if loss(c1) < loss(c2) else (c1, b)
-    cv = 0.5 * (a + b)
-    e = np.asarray(errors(jnp.float32(cv)), np.float64)
-    e0 = np.asarray(errors(jnp.float32(0.0)), np.float64)
-    out = {"straggler_cv": cv, "runs": len(fc), "mape": float(np.mean(np.abs(e))), "mape_at_0": float(np.mean(np.abs(e0)))}
+    x = 0.5 * (a + b)
+    mape = float(np.mean(np.abs(np.asarray(errors(jnp.float32(x)), np.float64))))
+    mape_lo = float(np.mean(np.abs(np.asarray(errors(jnp.float32(lo)), np.float64))))
+    return x, len(fc), mape, mape_lo
+
+
+def fit_straggler(cases, write):
+    """One coefficient of variation shared by every GPU type (a property of how clusters run, not of a die),
+    fitted on the whole calibration split with every other constant fixed (fit_scalar)."""
+    cv, n, mape, mape0 = fit_scalar(cases, "straggler_cv", STRAGGLER_BOUNDS)
+    out = {"straggler_cv": cv, "runs": n, "mape": mape, "mape_at_0": mape0}
     if write:
-        how = (f"fitted by benchmarks/calibrate.py --straggler: one value for every GPU type on the {len(fc)} "
-               f"calibration-split runs (MAPE {100 * out['mape_at_0']:.2f}% -> {100 * out['mape']:.2f}%)")
+        how = (f"fitted by benchmarks/calibrate.py --straggler: one value for every GPU type on the {n} "
+               f"calibration-split runs (MAPE {100 * mape0:.2f}% -> {100 * mape:.2f}%)")
         for f in sorted(os.listdir(os.path.join(V.CONFIGS, "hardware"))):
             path = os.path.join(V.CONFIGS, "hardware", f)
             text = open(path).read()
             line = f"  straggler_cv: {cv:<13.4f}# {how}"
-            text, n = re.subn(r"\n  straggler_cv: .*", "\n" + line, text)
-            if n == 0:
+            text, n_sub = re.subn(r"\n  straggler_cv: .*", "\n" + line, text)
+            if n_sub == 0:
                 text = re.sub(r"(\n  layer_overhead_us: .*)", lambda m: m.group(1) + "\n" + line, text)
             open(path, "w").write(text)
+    return out
+
+
+def fit_expert_gemm(cases, write):
+    """Megatron-TE's fixed time per local expert per grouped-GEMM pass (frameworks.yaml expert_gemm_us; a property
+    of Transformer Engine's grouped GEMM, not of a die): one value on the whole calibration split (only MoE runs
+    depend on it), every GPU constant fixed (fit_scalar)."""
+    us, n, mape, mape0 = fit_scalar(cases, "expert_gemm_s", EXPERT_GEMM_BOUNDS_US, scale=1e-6)
+    moe = sum(1 for c in cases if c.id in V.calibration_split(cases) and c.scenario.model.moe is not None)
+    out = {"expert_gemm_us": us, "runs": n, "moe_runs": moe, "mape": mape, "mape_at_0": mape0}
+    if write:
+        path = os.path.join(V.CONFIGS, "frameworks.yaml")
+        text = open(path).read()
+        line = (f"    expert_gemm_us: {us:<10.2f}# fitted by benchmarks/calibrate.py --expert-gemm on the {n} "
+                f"calibration-split runs ({moe} MoE; MAPE {100 * mape0:.2f}% -> {100 * mape:.2f}%)")
+        text, n_sub = re.subn(r"\n    expert_gemm_us: .*", "\n" + line, text, count=1)
+        if n_sub != 1:
+            raise SystemExit(f"{path}: no frameworks.megatron-te.expert_gemm_us line")
+        open(path, "w").write(text)
     return out
 
 
@@ -400,6 +427,9 @@ def main(argv=None):
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
     ap.add_argument("--straggler", action="store_true",
                     help="fit the straggler coefficient of variation shared by all GPU types on the calibration split")
+    ap.add_argument("--expert-gemm", action="store_true",
+                    help="fit Megatron-TE's fixed time per local expert per grouped-GEMM pass on the calibration "
+                         "split, GPU constants fixed")
     ap.add_argument("--family", choices=sorted(FAMILIES),
                     help="fit one vector of GPU constants shared by a family of parts (FAMILIES) on their "
                          "calibration-split runs")
@@ -407,9 +437,10 @@ def main(argv=None):
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
-    if args.family or args.frameworks or args.straggler:
+    if args.family or args.frameworks or args.straggler or args.expert_gemm:
         out = ({"family": {args.family: fit_family(args.family, cases, args.write)}} if args.family
                else {"straggler": fit_straggler(cases, args.write)} if args.straggler
+               else {"expert_gemm": fit_expert_gemm(cases, args.write)} if args.expert_gemm
                else {"frameworks": fit_frameworks(cases, args.write)})
         if args.write:
             V._FRAMEWORKS.clear()  # the YAMLs just changed: re-read them

@@ -123,6 +123,7 @@ class GpuP(NamedTuple):
     overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
     elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
     straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
+    expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
 
 
 class NetP(NamedTuple):
@@ -293,7 +294,8 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         straggler_cv=e.straggler_cv,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
-        layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count)
+        layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
+        expert_gemm_s=fw.expert_gemm_us * 1e-6)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

@@ -144,6 +144,7 @@ RANGES = {
     "framework": {
         "elementwise_bytes_factor": Range(0.25, 20, why="HBM bytes of the memory-bound kernels / Megatron-TE's"),
         "layer_overhead_us": Range(0, 1e6, why="extra fixed time per layer and pass, microseconds"),
+        "expert_gemm_us": Range(0, 1e6, why="fixed time per local expert per grouped-GEMM pass, microseconds"),
     },
     "training": {
         "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
@@ -765,11 +766,13 @@ class Framework:
     attention_kernel names an entry of the GPU's ``attention_kernels`` (its speed relative to the calibrated
     kernel); elementwise_bytes_factor scales the HBM traffic of the memory-bound layer kernels (eager PyTorch
     runs norm, bias, activation, dropout and residual as separate kernels, each reading and writing the
-    activations); layer_overhead_us adds a fixed time per layer and pass (eager launches, FSDP hooks)."""
+    activations); layer_overhead_us adds a fixed time per layer and pass (eager launches, FSDP hooks);
+    expert_gemm_us is what each local expert adds to each of an MoE layer's grouped GEMMs (cost/compute.py)."""
     name: str = "megatron-te"
     attention_kernel: str = BEST_KERNEL
     elementwise_bytes_factor: float = 1.0
     layer_overhead_us: float = 0.0
+    expert_gemm_us: float = 0.0
     description: str = ""
 
     def validate(self, file=None):

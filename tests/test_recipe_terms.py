@@ -60,7 +60,7 @@ def test_recomputed_modules_add_their_forward_time(moe):
     p1 = build_params(_with(moe, recompute_modules=("core_attn", "moe")))
     p2 = build_params(_with(moe, recompute_modules=("core_attn", "moe", "moe_act", "shared_experts")))
     args = (2.0, 1.0, 1.0, 4096.0)
-    lt0, lt1, lt2 = (layer_times(*args, p.model, p.gpu, p.train, 4.0, 1.0) for p in (p0, p1, p2))
+    lt0, lt1, lt2 = (layer_times(*args, p.model, p.gpu, p.train, 4.0, 1.0, 8.0) for p in (p0, p1, p2))
     assert float(lt1.recompute_selective_s) > float(lt0.recompute_selective_s)
     assert float(lt2.recompute_selective_s) == pytest.approx(float(lt1.recompute_selective_s), rel=1e-6)
     # recomputing everything a layer's forward has is at most that forward again
@@ -112,7 +112,7 @@ def test_mtp_adds_a_layer_and_an_output_layer_on_the_last_stage(moe):
     """One stage: every microbatch pays one more layer and one more output layer + loss."""
     base, mtp = _cost(moe, pp=1), _cost(_with(moe, mtp_layers=1), pp=1)
     p = build_params(moe)
-    lt = layer_times(2.0, 1.0, 1.0, 4096.0, p.model, p.gpu, p.train, 1.0, 1.0)
+    lt = layer_times(2.0, 1.0, 1.0, 4096.0, p.model, p.gpu, p.train, 1.0, 1.0, float(DESIGN["ep"]))
     lf, lb = logits_times(2.0, 1.0, 1.0, 4096.0, p.model, p.gpu)
     micro = moe.training.global_batch_sequences / (moe.system.n_gpus / 2)
     added = mtp["breakdown"]["compute"] - base["breakdown"]["compute"]

@@ -51,6 +51,14 @@ MEMORY_BWD_RATIO = 1.2
 SCORE_GEMM_BYTES = 2.0
 # Logits: fused cross-entropy reads and writes fp32 logits (~12 bytes per element forward).
 LOGIT_BYTES_PER_ELEMENT = 12.0
+# Grouped GEMMs of an MoE layer's local experts: Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP)
+# runs one cuBLAS GEMM per expert, spread over 4 CUDA streams (TE common/gemm/cublaslt_gemm.cu,
+# nvte_multi_stream_cublas_gemm; include/transformer_engine/multi_stream.h: num_streams = 4), and quantizes each
+# expert's slice of an FP8 recipe apart. Each expert's GEMM pays its own launch, cuBLASLt setup and partly filled
+# last wave, so a layer with E/ep local experts pays E/ep fixed costs per pass, which the one-call efficiency
+# curve (gemm_time_s) does not see: at EP 8, DeepSeek-V3 holds 32 experts per GPU with 1,024 rows each, at EP 64
+# 4 experts with 8,192 rows. Passes: fc1 (gate and up fused) and fc2 forward, each one's dgrad and wgrad backward.
+EXPERT_GEMMS_FWD = 2.0
 
 
 def gemm_time_s(flops, peak_flops, eff_max, half_flops):
@@ -172,8 +180,9 @@ def bf16_layer_share(model, train, pp, vpp):
     return jnp.where(pp > 1.0, staged, jnp.minimum(train.bf16_start + train.bf16_end, layers) / layers)
 
 
-def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0) -> LayerTimes:
-    """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios."""
+def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0, ep=1.0) -> LayerTimes:
+    """Seconds for one layer on one GPU: forward GEMMs, attention core (fwd), elementwise (fwd), bwd ratios.
+    ep: the expert-parallel size (E/ep local experts per MoE layer)."""
     t, c = design_tp, design_cp
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
@@ -240,11 +249,13 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
                             g.gemm_max, g.gemm_half_flops)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
-    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f
+    local_experts = jnp.where(model.experts > 0, model.experts / jnp.maximum(ep, 1.0), 0.0)
+    expert_fixed_f = model.moe_fraction * local_experts * EXPERT_GEMMS_FWD * g.expert_gemm_s
+    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_fixed_f
     m_gemm_f = gt(m_gemm)
     mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
-        + 2.0 * adapter_f + mamba_b
+        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * expert_fixed_f
     # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
     # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
     # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the
@@ -253,7 +264,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     moe_act_f = act_bytes_per_ffn * expert_ffn / mem_bw
     dense_mlp_f = gt(dense_fl) + act_bytes_per_ffn * dense_ffn / mem_bw
     shared_f = gt(shared_fl)
-    moe_f = gt(routed_fl) + shared_f + moe_act_f
+    moe_f = gt(routed_fl) + shared_f + moe_act_f + expert_fixed_f
     norm_f = g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split / mem_bw
     mla_up_f = gt(2.0 * mbs * seq * model.mla_up * model.attn_fraction)
     recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f

@@ -142,7 +142,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
     bw_grad_Bps = effective_bandwidth(net, gradient.factor, cap_Bps, 1.0)
     bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
 
-    layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp)
+    layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp, ep)
     # Uneven splits are real practice (Llama 3 405B put 126 layers on 16 stages), so pp need not divide the
     # layers; the slowest stage sets the pace and carries the output layer only if it is the last (stages.py).
     logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu)

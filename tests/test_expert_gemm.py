@@ -1,0 +1,76 @@
+"""The MoE layer's per-expert grouped-GEMM cost (compute.py EXPERT_GEMMS_FWD, frameworks.yaml expert_gemm_us) and
+the all-to-all count of its backward (moe.py): hand-derived values."""
+import dataclasses
+import os
+
+import jax.numpy as jnp
+import pytest
+
+import sax_jax as sx
+from sax_jax.config import load_frameworks, load_model
+from sax_jax.cost import moe as M
+from sax_jax.cost.compute import EXPERT_GEMMS_FWD, layer_times
+from sax_jax.params import build_params
+from sax_jax.resources import configs_dir
+
+T_G = 20e-6  # a round fixed cost per expert per GEMM pass
+
+
+@pytest.fixture(scope="module")
+def ds():
+    """DeepSeek-V3 (256 routed experts, 58 of 61 layers MoE) on the Mixtral scenario's H100 building."""
+    sc = sx.load_scenario("mixtral-moe")
+    model = load_model(os.path.join(configs_dir(), "models", "deepseek-v3.yaml"))
+    p = build_params(dataclasses.replace(sc, model=model, expert_trace=None))
+    return p._replace(gpu=p.gpu._replace(expert_gemm_s=jnp.float32(T_G)))
+
+
+def _lt(p, ep, train=None):
+    return layer_times(1.0, 1.0, 1.0, 4096.0, p.model, p.gpu, p.train if train is None else train, 1.0, 1.0, ep)
+
+
+def test_each_local_expert_adds_its_gemm_passes(ds):
+    """EP 8 -> 32 local experts, EP 64 -> 4: (32 - 4) x 58/61 MoE layers x 2 forward passes (fc1, fc2) x 20 us
+    = 1.0649 ms more forward, twice that backward (dgrad and wgrad of each)."""
+    lt8, lt64 = _lt(ds, 8.0), _lt(ds, 64.0)
+    fwd = (256 / 8 - 256 / 64) * (58 / 61) * 2 * T_G
+    assert float(lt8.fwd_s - lt64.fwd_s) == pytest.approx(fwd, rel=1e-3)
+    assert float(lt8.bwd_s - lt64.bwd_s) == pytest.approx(2 * fwd, rel=1e-3)
+    assert EXPERT_GEMMS_FWD == 2.0
+
+
+def test_no_cost_without_experts_or_with_the_constant_at_zero(ds):
+    dense = ds._replace(model=ds.model._replace(experts=jnp.float32(0.0)))
+    assert float(_lt(dense, 1.0).fwd_s) == pytest.approx(float(_lt(dense, 64.0).fwd_s), rel=1e-7)
+    free = ds._replace(gpu=ds.gpu._replace(expert_gemm_s=jnp.float32(0.0)))
+    assert float(_lt(free, 8.0).fwd_s) == pytest.approx(float(_lt(free, 64.0).fwd_s), rel=1e-7)
+
+
+def test_more_local_experts_never_faster(ds):
+    times = [float(_lt(ds, ep).fwd_s + _lt(ds, ep).bwd_s) for ep in (1.0, 2.0, 8.0, 32.0, 256.0)]
+    assert times == sorted(times, reverse=True)
+
+
+def test_frozen_experts_skip_the_wgrad_passes(ds):
+    """LoRA (base weights frozen): the backward runs only the dgrad pass per expert GEMM."""
+    lora = ds.train._replace(lora=jnp.float32(1.0))
+    d_fwd = float(_lt(ds, 8.0, lora).fwd_s - _lt(ds, 64.0, lora).fwd_s)
+    d_bwd = float(_lt(ds, 8.0, lora).bwd_s - _lt(ds, 64.0, lora).bwd_s)
+    assert d_bwd == pytest.approx(d_fwd, rel=1e-3)
+
+
+def test_the_recomputed_moe_layer_runs_its_expert_gemms_again(ds):
+    rc = ds.train._replace(rc_moe=jnp.float32(1.0))
+    d = float(_lt(ds, 8.0, rc).recompute_selective_s - _lt(ds, 64.0, rc).recompute_selective_s)
+    assert d == pytest.approx((256 / 8 - 256 / 64) * (58 / 61) * 2 * T_G, rel=1e-3)
+
+
+def test_megatron_te_carries_the_fitted_constant():
+    fw = load_frameworks()["megatron-te"]
+    assert 1.0 < fw.expert_gemm_us < 100.0  # fitted (benchmarks/calibrate.py --expert-gemm)
+    assert load_frameworks()["torchtitan"].expert_gemm_us == 0.0
+
+
+def test_backward_runs_the_reverse_all_to_alls_once():
+    """dispatch + combine forward, their gradients (the reverse all-to-alls, same bytes) backward: 2 and 2."""
+    assert (M.FWD_ALLTOALLS, M.BWD_ALLTOALLS) == (2.0, 2.0)
