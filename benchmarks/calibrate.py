@@ -341,7 +341,6 @@ def fit_family(name, cases, write):
 
 
 STRAGGLER_BOUNDS = (0.0, 0.2)
-EXPERT_GEMM_BOUNDS_US = (0.0, 100.0)
 
 
 def fit_scalar(cases, field, bounds, scale=1.0):
@@ -396,21 +395,68 @@ def fit_straggler(cases, write):
     return out
 
 
-def fit_expert_gemm(cases, write):
-    """Megatron-TE's fixed time per local expert per grouped-GEMM pass (frameworks.yaml expert_gemm_us; a property
-    of Transformer Engine's grouped GEMM, not of a die): one value on the whole calibration split (only MoE runs
-    depend on it), every GPU constant fixed (fit_scalar)."""
-    us, n, mape, mape0 = fit_scalar(cases, "expert_gemm_s", EXPERT_GEMM_BOUNDS_US, scale=1e-6)
-    moe = sum(1 for c in cases if c.id in V.calibration_split(cases) and c.scenario.model.moe is not None)
-    out = {"expert_gemm_us": us, "runs": n, "moe_runs": moe, "mape": mape, "mape_at_0": mape0}
+def fit_fields(cases, fields, bounds, scale, starts):
+    """Several GpuP fields shared by every run of the calibration split, every other constant fixed: least squares
+    of the relative errors (each over its dataset's target), Nelder-Mead (above) on log(1 + value), clipped to
+    bounds; values are set x scale. Returns (values, runs, MAPE at the values, MAPE at bounds' lower ends)."""
+    split = V.calibration_split(cases)
+    fc = [c for c in cases if c.id in split]
+    params, designs = V.case_arrays(fc)
+    coef = np.array([1.0 if c.metric == "iteration_s" else V.metrics_of(c, 1.0, True)[c.metric] for c in fc])
+    is_time = np.array([c.metric == "iteration_s" for c in fc])
+    measured = np.array([c.measured for c in fc])
+    target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
+
+    @jax.jit
+    def errors(x):
+        one = jnp.ones_like(params.gpu.gemm_max)
+        gpu = params.gpu._replace(**{f: x[i] * scale * one for i, f in enumerate(fields)})
+        t = V._eval_cases(params._replace(gpu=gpu), designs).raw_step_time_s
+        return (jnp.where(is_time, t, coef / t) - measured) / measured
+
+    def values(z):
+        return np.array([float(np.clip(np.expm1(zi), lo, hi)) for zi, (lo, hi) in zip(z, bounds)])
+
+    def loss(z):
+        return float(np.mean((np.asarray(errors(jnp.asarray(values(z), jnp.float32)), np.float64) / target) ** 2))
+
+    best = None
+    for x0 in starts:
+        z, v = nelder_mead(loss, np.log1p(np.asarray(x0, float)), iters=400)
+        z, v = nelder_mead(loss, z, step=0.1, iters=400)
+        if best is None or v < best[1]:
+            best = (z, v)
+    x = values(best[0])
+    mape = float(np.mean(np.abs(np.asarray(errors(jnp.asarray(x, jnp.float32)), np.float64))))
+    lo = np.array([b[0] for b in bounds])
+    mape_lo = float(np.mean(np.abs(np.asarray(errors(jnp.asarray(lo, jnp.float32)), np.float64))))
+    return x, len(fc), mape, mape_lo
+
+
+MOE_HOST_FIELDS = (("expert_gemm_s", "expert_gemm_us"), ("moe_host_s", "moe_host_us"))
+MOE_HOST_BOUNDS_US = ((0.0, 100.0), (0.0, 5000.0))
+MOE_HOST_STARTS_US = ((20.0, 200.0), (5.0, 1000.0), (40.0, 50.0))
+
+
+def fit_moe_host(cases, write):
+    """Megatron-TE's host-side MoE costs (frameworks.yaml megatron-te expert_gemm_us, moe_host_us; properties of
+    Transformer Engine's grouped GEMM and Megatron-Core's dispatcher, not of a die): one pair of values on the whole
+    calibration split (only MoE runs depend on them), every GPU constant fixed (fit_fields)."""
+    x, n, mape, mape0 = fit_fields(cases, [f for f, _ in MOE_HOST_FIELDS], MOE_HOST_BOUNDS_US, 1e-6, MOE_HOST_STARTS_US)
+    split = V.calibration_split(cases)
+    moe = sum(1 for c in cases if c.id in split and c.scenario.model.moe is not None)
+    out = {name: float(v) for (_, name), v in zip(MOE_HOST_FIELDS, x)}
+    out.update({"runs": n, "moe_runs": moe, "mape": mape, "mape_at_0": mape0})
     if write:
         path = os.path.join(V.CONFIGS, "frameworks.yaml")
         text = open(path).read()
-        line = (f"    expert_gemm_us: {us:<10.2f}# fitted by benchmarks/calibrate.py --expert-gemm on the {n} "
-                f"calibration-split runs ({moe} MoE; MAPE {100 * mape0:.2f}% -> {100 * mape:.2f}%)")
-        text, n_sub = re.subn(r"\n    expert_gemm_us: .*", "\n" + line, text, count=1)
-        if n_sub != 1:
-            raise SystemExit(f"{path}: no frameworks.megatron-te.expert_gemm_us line")
+        how = (f"fitted by benchmarks/calibrate.py --moe-host on the {n} calibration-split runs ({moe} MoE; MAPE "
+               f"{100 * mape0:.2f}% at 0 -> {100 * mape:.2f}%)")
+        for (_, name), v in zip(MOE_HOST_FIELDS, x):
+            line = f"    {name}: {v:<10.2f}# {how}"
+            text, n_sub = re.subn(rf"\n    {name}: .*", "\n" + line, text, count=1)
+            if n_sub != 1:
+                raise SystemExit(f"{path}: no frameworks.megatron-te.{name} line")
         open(path, "w").write(text)
     return out
 
@@ -427,9 +473,9 @@ def main(argv=None):
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
     ap.add_argument("--straggler", action="store_true",
                     help="fit the straggler coefficient of variation shared by all GPU types on the calibration split")
-    ap.add_argument("--expert-gemm", action="store_true",
-                    help="fit Megatron-TE's fixed time per local expert per grouped-GEMM pass on the calibration "
-                         "split, GPU constants fixed")
+    ap.add_argument("--moe-host", action="store_true",
+                    help="fit Megatron-TE's host-side MoE costs (per local expert per grouped-GEMM pass, per MoE "
+                         "layer without CUDA graphs) on the calibration split, GPU constants fixed")
     ap.add_argument("--family", choices=sorted(FAMILIES),
                     help="fit one vector of GPU constants shared by a family of parts (FAMILIES) on their "
                          "calibration-split runs")
@@ -437,10 +483,10 @@ def main(argv=None):
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
-    if args.family or args.frameworks or args.straggler or args.expert_gemm:
+    if args.family or args.frameworks or args.straggler or args.moe_host:
         out = ({"family": {args.family: fit_family(args.family, cases, args.write)}} if args.family
                else {"straggler": fit_straggler(cases, args.write)} if args.straggler
-               else {"expert_gemm": fit_expert_gemm(cases, args.write)} if args.expert_gemm
+               else {"moe_host": fit_moe_host(cases, args.write)} if args.moe_host
                else {"frameworks": fit_frameworks(cases, args.write)})
         if args.write:
             V._FRAMEWORKS.clear()  # the YAMLs just changed: re-read them

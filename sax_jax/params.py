@@ -124,6 +124,7 @@ class GpuP(NamedTuple):
     elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
     straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
     expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
+    moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
 
 
 class NetP(NamedTuple):
@@ -204,6 +205,8 @@ class TrainP(NamedTuple):
     mtp_layers: jnp.ndarray | float = 0.0
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
     ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node (DeepEP / HybridEP dispatch)
+    graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
+    graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
     grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
     # low-communication training (cost/outer_sync.py)
@@ -295,7 +298,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
-        expert_gemm_s=fw.expert_gemm_us * 1e-6)
+        expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
@@ -376,6 +379,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
         ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
+        graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
         grad_var_tol=t.gradient_variance_tolerance,
         stream_fragments=t.streaming_fragments, stream_overlap_steps=t.streaming_overlap_steps,
         outer_state_bytes=t.outer_state_bytes_per_param, target_tokens=t.target_tokens,

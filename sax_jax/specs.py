@@ -145,6 +145,7 @@ RANGES = {
         "elementwise_bytes_factor": Range(0.25, 20, why="HBM bytes of the memory-bound kernels / Megatron-TE's"),
         "layer_overhead_us": Range(0, 1e6, why="extra fixed time per layer and pass, microseconds"),
         "expert_gemm_us": Range(0, 1e6, why="fixed time per local expert per grouped-GEMM pass, microseconds"),
+        "moe_host_us": Range(0, 1e6, why="host-bound time per MoE layer forward without CUDA graphs, microseconds"),
     },
     "training": {
         "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
@@ -767,12 +768,14 @@ class Framework:
     kernel); elementwise_bytes_factor scales the HBM traffic of the memory-bound layer kernels (eager PyTorch
     runs norm, bias, activation, dropout and residual as separate kernels, each reading and writing the
     activations); layer_overhead_us adds a fixed time per layer and pass (eager launches, FSDP hooks);
-    expert_gemm_us is what each local expert adds to each of an MoE layer's grouped GEMMs (cost/compute.py)."""
+    expert_gemm_us is what each local expert adds to each of an MoE layer's grouped GEMMs and moe_host_us what an
+    MoE layer's forward waits on the host when no CUDA graph captures its router (cost/compute.py)."""
     name: str = "megatron-te"
     attention_kernel: str = BEST_KERNEL
     elementwise_bytes_factor: float = 1.0
     layer_overhead_us: float = 0.0
     expert_gemm_us: float = 0.0
+    moe_host_us: float = 0.0
     description: str = ""
 
     def validate(self, file=None):
@@ -782,6 +785,7 @@ class Framework:
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)
 
 
+CUDA_GRAPHS = ("none", "partial", "full")
 RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj")
 
 
@@ -841,6 +845,11 @@ class Training:
     # routed expert. False: the alltoall dispatcher (one copy per routed expert). Traced placements (expert_trace)
     # always count per-node copies.
     ep_dedup: bool = False
+    # CUDA graphs (Megatron-Core --cuda-graph-impl / --cuda-graph-scope): "none" launches every kernel from the host;
+    # "partial": Transformer Engine graphs of the attention, router and MoE-preprocess scopes, the expert GEMMs
+    # (dynamic token counts) still launched one by one; "full": one graph for the whole iteration (experts padded
+    # to fixed shapes), no host launches left. What each one removes: cost/compute.py (host-launched MoE work).
+    cuda_graphs: str = "none"
     # MoE parallel folding (Megatron-Core; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960): the expert
     # layers get their own tensor-parallel size (expert_tensor_parallel_size) and their EP groups are formed over
     # all tp x cp x dp ranks of a stage instead of inside dp x cp. 0: no folding, experts split over the
@@ -893,6 +902,8 @@ class Training:
         self._validate_diloco(file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)
+        _check(self.cuda_graphs in CUDA_GRAPHS, "training.cuda_graphs", self.cuda_graphs, "unknown CUDA-graph scope",
+               f"use one of {', '.join(CUDA_GRAPHS)}", file=file)
 
     @property
     def tokens_per_step(self) -> int:

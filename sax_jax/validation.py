@@ -546,6 +546,19 @@ def RECIPES() -> dict:
         return {r["id"]: r for r in csv.DictReader(fh)}
 
 
+def cuda_graphs_of(recipe_value: str) -> str:
+    """recipes.csv cuda_graph (impl:scope) as Training.cuda_graphs: a full-iteration graph is "full"; Transformer
+    Engine graphs whose scope takes in the MoE router (or every layer: scope default) are "partial"; graphs of
+    other scopes only (e.g. Mamba mixers) leave the MoE path eager: "none"."""
+    impl, _, scope = recipe_value.partition(":")
+    if impl == "" or impl == "none":
+        return "none"
+    if "full_iteration" in (impl, scope):
+        return "full"
+    scopes = set(scope.split("+"))
+    return "partial" if scopes & {"moe_router", "default"} else "none"
+
+
 def _apply_recipe(recipe, row, v, filled, approx) -> dict:
     """The recipe's recompute, BF16 layers, MTP and EP overlap for a row whose table does not give them (the
     table's own values win); returns the Training fields. Each setting is reported with the recipe it came from."""
@@ -580,6 +593,10 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
     if recipe["dispatcher"] == "flex":
         out["ep_dedup"] = True
         filled.append(f"ep_dedup=yes (recipe {src}: flex dispatcher, {recipe['flex_backend'] or '?'})")
+    graphs = cuda_graphs_of(recipe["cuda_graph"])
+    if graphs != "none":
+        out["cuda_graphs"] = graphs
+        filled.append(f"cuda_graphs={graphs} (recipe {src}: {recipe['cuda_graph']})")
     if recipe["offload"]:
         approx.append(f"activation/weight offloading ({recipe['offload']}) is not modelled")
     if recipe["mismatch"]:

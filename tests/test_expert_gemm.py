@@ -1,5 +1,6 @@
-"""The MoE layer's per-expert grouped-GEMM cost (compute.py EXPERT_GEMMS_FWD, frameworks.yaml expert_gemm_us) and
-the all-to-all count of its backward (moe.py): hand-derived values."""
+"""The MoE layer's host-side costs (compute.py: per local expert per grouped-GEMM pass, frameworks.yaml
+expert_gemm_us, unless a full-iteration CUDA graph replays them; per MoE layer forward without a graph over the
+router, moe_host_us) and the all-to-all count of its backward (moe.py): hand-derived values."""
 import dataclasses
 import os
 
@@ -7,11 +8,13 @@ import jax.numpy as jnp
 import pytest
 
 import sax_jax as sx
+from sax_jax import specs as S
 from sax_jax.config import load_frameworks, load_model
 from sax_jax.cost import moe as M
 from sax_jax.cost.compute import EXPERT_GEMMS_FWD, layer_times
 from sax_jax.params import build_params
 from sax_jax.resources import configs_dir
+from sax_jax.validation import cuda_graphs_of
 
 T_G = 20e-6  # a round fixed cost per expert per GEMM pass
 
@@ -65,10 +68,44 @@ def test_the_recomputed_moe_layer_runs_its_expert_gemms_again(ds):
     assert d == pytest.approx((256 / 8 - 256 / 64) * (58 / 61) * 2 * T_G, rel=1e-3)
 
 
-def test_megatron_te_carries_the_fitted_constant():
+def test_a_full_iteration_graph_replays_the_expert_gemms_without_launches(ds):
+    full = ds.train._replace(graph_full=jnp.float32(1.0), graph_moe=jnp.float32(1.0))
+    assert float(_lt(ds, 8.0, full).fwd_s) == pytest.approx(float(_lt(ds, 64.0, full).fwd_s), rel=1e-7)
+    assert float(_lt(ds, 8.0, full).bwd_s) == pytest.approx(float(_lt(ds, 64.0, full).bwd_s), rel=1e-7)
+
+
+def test_an_eager_router_waits_on_the_host_once_per_forward(ds):
+    """moe_host 150 us per MoE layer forward: 58/61 x 150 us = 142.6 us more forward (and recomputed forward), no
+    more backward; Transformer Engine's router/preprocess graphs (partial) remove it."""
+    host = ds._replace(gpu=ds.gpu._replace(moe_host_s=jnp.float32(150e-6)))
+    eager, graphed = host.train, host.train._replace(graph_moe=jnp.float32(1.0))
+    assert float(_lt(host, 8.0, eager).fwd_s - _lt(host, 8.0, graphed).fwd_s) == pytest.approx(58 / 61 * 150e-6,
+                                                                                                rel=1e-3)
+    assert float(_lt(host, 8.0, eager).bwd_s) == pytest.approx(float(_lt(host, 8.0, graphed).bwd_s), rel=1e-6)
+    rc = eager._replace(rc_moe=jnp.float32(1.0))
+    rc_g = rc._replace(graph_moe=jnp.float32(1.0))
+    assert float(_lt(host, 8.0, rc).recompute_selective_s - _lt(host, 8.0, rc_g).recompute_selective_s) == \
+        pytest.approx(58 / 61 * 150e-6, rel=1e-3)
+
+
+@pytest.mark.parametrize("recipe, graphs", [
+    ("", "none"), ("full_iteration:default", "full"), ("local:full_iteration", "full"),
+    ("transformer_engine:attn+moe_router+moe_preprocess", "partial"),
+    ("transformer_engine:moe_router+moe_preprocess", "partial"), ("transformer_engine:default", "partial"),
+    ("transformer_engine:mamba", "none")])
+def test_recipe_cuda_graph_scopes(recipe, graphs):
+    assert cuda_graphs_of(recipe) == graphs
+
+
+def test_unknown_cuda_graph_scope_names_the_key():
+    with pytest.raises(S.ConfigError, match="training.cuda_graphs"):
+        S.Training(64, 4096, cuda_graphs="everything").validate("scenario.yaml")
+
+
+def test_megatron_te_carries_the_fitted_constants():
     fw = load_frameworks()["megatron-te"]
-    assert 1.0 < fw.expert_gemm_us < 100.0  # fitted (benchmarks/calibrate.py --expert-gemm)
-    assert load_frameworks()["torchtitan"].expert_gemm_us == 0.0
+    assert 1.0 < fw.expert_gemm_us < 100.0 and 10.0 < fw.moe_host_us < 5000.0  # calibrate.py --moe-host
+    assert load_frameworks()["torchtitan"].expert_gemm_us == 0.0 == load_frameworks()["torchtitan"].moe_host_us
 
 
 def test_backward_runs_the_reverse_all_to_alls_once():

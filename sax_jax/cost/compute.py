@@ -58,6 +58,13 @@ LOGIT_BYTES_PER_ELEMENT = 12.0
 # last wave, so a layer with E/ep local experts pays E/ep fixed costs per pass, which the one-call efficiency
 # curve (gemm_time_s) does not see: at EP 8, DeepSeek-V3 holds 32 experts per GPU with 1,024 rows each, at EP 64
 # 4 experts with 8,192 rows. Passes: fc1 (gate and up fused) and fc2 forward, each one's dgrad and wgrad backward.
+# Most of that fixed cost is the host's: a full-iteration CUDA graph (Training.cuda_graphs "full", experts padded to
+# fixed shapes) replays them without launches, and the model charges it only without one. Separately, an MoE layer
+# whose router and token preprocessing run eagerly (no CUDA graph over those scopes) waits on the host once per
+# forward: the dispatcher copies the per-expert token counts to the host (a device-to-host sync) to size its
+# all-to-all, the GPU runs dry, and the next kernels start only as the host launches them (GpuP.moe_host_s).
+# Megatron-Bridge's recipes without graphs err -12% on MoE runs, with Transformer Engine's router/preprocess graphs
+# -2%, with full-iteration graphs +12% before these two terms (sax validate, grouped by recipes.csv cuda_graph).
 EXPERT_GEMMS_FWD = 2.0
 
 
@@ -250,12 +257,14 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
     local_experts = jnp.where(model.experts > 0, model.experts / jnp.maximum(ep, 1.0), 0.0)
-    expert_fixed_f = model.moe_fraction * local_experts * EXPERT_GEMMS_FWD * g.expert_gemm_s
+    expert_fixed_f = model.moe_fraction * local_experts * EXPERT_GEMMS_FWD * g.expert_gemm_s * (1.0 - train.graph_full)
+    moe_host_f = jnp.where(model.experts > 0, model.moe_fraction * g.moe_host_s, 0.0) * (1.0 - train.graph_moe)
+    expert_fixed_f = expert_fixed_f + moe_host_f  # forward and its recompute; the backward has no sync
     fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_fixed_f
     m_gemm_f = gt(m_gemm)
     mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
-        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * expert_fixed_f
+        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * (expert_fixed_f - moe_host_f)
     # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
     # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
     # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the
