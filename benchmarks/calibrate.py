@@ -343,10 +343,9 @@ def fit_family(name, cases, write):
 STRAGGLER_BOUNDS = (0.0, 0.2)
 
 
-def fit_scalar(cases, field, bounds, scale=1.0):
-    """One GpuP field shared by every run of the calibration split, every other constant fixed: least squares of
-    the relative errors (each over its dataset's target), golden-section search over bounds (the field is set to
-    value x scale). Returns (value, runs, MAPE at the value, MAPE at bounds[0])."""
+def split_errors(cases, fields, scale=1.0):
+    """(jitted relative errors of the calibration split's runs as a function of the vector of values of GpuP
+    fields (each set to value x scale, every other constant fixed), each run's dataset target, runs)."""
     split = V.calibration_split(cases)
     fc = [c for c in cases if c.id in split]
     params, designs = V.case_arrays(fc)
@@ -357,12 +356,25 @@ def fit_scalar(cases, field, bounds, scale=1.0):
 
     @jax.jit
     def errors(x):
-        gpu = params.gpu._replace(**{field: x * scale * jnp.ones_like(params.gpu.gemm_max)})
+        one = jnp.ones_like(params.gpu.gemm_max)
+        gpu = params.gpu._replace(**{f: x[i] * scale * one for i, f in enumerate(fields)})
         t = V._eval_cases(params._replace(gpu=gpu), designs).raw_step_time_s
         return (jnp.where(is_time, t, coef / t) - measured) / measured
 
+    return errors, target, len(fc)
+
+
+def fit_scalar(cases, field, bounds, scale=1.0):
+    """One GpuP field shared by every run of the calibration split, every other constant fixed: least squares of
+    the relative errors (each over its dataset's target), golden-section search over bounds (the field is set to
+    value x scale). Returns (value, runs, MAPE at the value, MAPE at bounds[0])."""
+    errors, target, n = split_errors(cases, [field], scale)
+
+    def err(x):
+        return np.asarray(errors(jnp.asarray([x], jnp.float32)), np.float64)
+
     def loss(x):
-        return float(np.mean((np.asarray(errors(jnp.float32(x)), np.float64) / target) ** 2))
+        return float(np.mean((err(x) / target) ** 2))
 
     lo, hi = bounds
     g = (np.sqrt(5.0) - 1.0) / 2.0
@@ -371,9 +383,7 @@ def fit_scalar(cases, field, bounds, scale=1.0):
         c1, c2 = b - g * (b - a), a + g * (b - a)
         a, b = (a, c2) if loss(c1) < loss(c2) else (c1, b)
     x = 0.5 * (a + b)
-    mape = float(np.mean(np.abs(np.asarray(errors(jnp.float32(x)), np.float64))))
-    mape_lo = float(np.mean(np.abs(np.asarray(errors(jnp.float32(lo)), np.float64))))
-    return x, len(fc), mape, mape_lo
+    return x, n, float(np.mean(np.abs(err(x)))), float(np.mean(np.abs(err(lo))))
 
 
 def fit_straggler(cases, write):
@@ -399,20 +409,7 @@ def fit_fields(cases, fields, bounds, scale, starts):
     """Several GpuP fields shared by every run of the calibration split, every other constant fixed: least squares
     of the relative errors (each over its dataset's target), Nelder-Mead (above) on log(1 + value), clipped to
     bounds; values are set x scale. Returns (values, runs, MAPE at the values, MAPE at bounds' lower ends)."""
-    split = V.calibration_split(cases)
-    fc = [c for c in cases if c.id in split]
-    params, designs = V.case_arrays(fc)
-    coef = np.array([1.0 if c.metric == "iteration_s" else V.metrics_of(c, 1.0, True)[c.metric] for c in fc])
-    is_time = np.array([c.metric == "iteration_s" for c in fc])
-    measured = np.array([c.measured for c in fc])
-    target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
-
-    @jax.jit
-    def errors(x):
-        one = jnp.ones_like(params.gpu.gemm_max)
-        gpu = params.gpu._replace(**{f: x[i] * scale * one for i, f in enumerate(fields)})
-        t = V._eval_cases(params._replace(gpu=gpu), designs).raw_step_time_s
-        return (jnp.where(is_time, t, coef / t) - measured) / measured
+    errors, target, n = split_errors(cases, fields, scale)
 
     def values(z):
         return np.array([float(np.clip(np.expm1(zi), lo, hi)) for zi, (lo, hi) in zip(z, bounds)])
@@ -430,7 +427,7 @@ def fit_fields(cases, fields, bounds, scale, starts):
     mape = float(np.mean(np.abs(np.asarray(errors(jnp.asarray(x, jnp.float32)), np.float64))))
     lo = np.array([b[0] for b in bounds])
     mape_lo = float(np.mean(np.abs(np.asarray(errors(jnp.asarray(lo, jnp.float32)), np.float64))))
-    return x, len(fc), mape, mape_lo
+    return x, n, mape, mape_lo
 
 
 MOE_HOST_FIELDS = (("expert_gemm_s", "expert_gemm_us"), ("moe_host_s", "moe_host_us"))
