@@ -5,7 +5,9 @@ ask/tell then runs under ``lax.scan``; each generation's population is decoded t
 batched call of the problem's fitness (the vmapped model). The scan runs in a few segments so the caller can
 show progress between them; the compiled segment is reused (no retrace). Infeasible points get the finite
 penalized fitness of ``genome.penalized_fitness``; evosax minimizes, as do we. After the last generation the
-best point is polished by one- and two-axis moves (``genome.polish``) with the budget kept for it.
+best point is polished by one- and two-axis moves (``genome.polish``) with the budget kept for it, then by block
+moves over the coupled pipeline axes (``block.block_polish``: schedule x vpp x pp, where the search chooses all
+three), whose evaluations come out of the generations.
 
 Strategies (evosax 0.3 names in brackets): ``cma_es`` [CMA_ES], ``ga`` [SimpleGA], ``de``
 [DifferentialEvolution], ``sa`` [SimulatedAnnealing]. Same seed, same result: every random number comes from
@@ -22,6 +24,7 @@ import numpy as np
 import optax
 from evosax.algorithms import CMA_ES, DifferentialEvolution, SimpleGA, SimulatedAnnealing
 
+from .block import BLOCK_AXES, block_budget, block_polish, coupled_block
 from .genome import (Archive, Problem, SearchResult, archive_init, archive_update, complete, digits_to_genome,
                      evaluate_digits, explore, explore_count, fitness_outputs, genome_to_digits, multi_polish,
                      points_budget, polish_reserve, safe_fitness)
@@ -143,11 +146,12 @@ def plan(budget: int, popsize: int, reserve: int, population_based: bool) -> tup
 
 def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 5000, seed: int = 0,
            popsize: int | None = None, do_polish: bool = True, do_explore: bool = True,
-           progress=None, seconds: float | None = None) -> SearchResult:
+           progress=None, seconds: float | None = None, block_axes=BLOCK_AXES) -> SearchResult:
     """Run one evosax strategy on ``problem`` with at most ``budget`` evaluations (designs; a sub-grid point
     costs ``problem.point_designs``) unless the budget is below one generation, and, with ``seconds``, stop
     between segments (and polish rounds) once that much wall time has passed. ``progress(fraction,
-    best_value)`` is called between segments. The result's digits cover every axis (``genome.complete``)."""
+    best_value)`` is called between segments. ``block_axes``: the axes the final ``block.block_polish`` moves
+    together (``()``: none). The result's digits cover every axis (``genome.complete``)."""
     strategy = strategy_name(strategy)
     popsize = int(popsize or POPSIZE[strategy])
     if strategy == "de":
@@ -160,7 +164,18 @@ def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 500
     n_explore = explore_count(problem, int(budget)) if do_explore else 0
     seeds = explore(problem, k_explore, n_explore, problem.anchors)
     pop_init = strategy in POPULATION_BASED and n_explore < popsize
-    per, segments, left = plan(int(budget) - n_explore, popsize, polish_reserve(problem, int(budget)), pop_init)
+    reserve = polish_reserve(problem, int(budget))
+    per, segments, left = plan(int(budget) - n_explore, popsize, reserve, pop_init)
+    # the block moves' evaluations come out of the generations, never out of the polish; none when that would
+    # leave fewer than half of the generations (block.py)
+    block = coupled_block(problem, block_axes) if do_polish else None
+    for_block = block_budget(problem, block, int(budget))
+    if for_block:
+        per_b, segments_b, left_b = plan(int(budget) - n_explore - for_block, popsize, reserve, pop_init)
+        if per_b * segments_b >= max(per * segments // 2, 1):
+            per, segments, left = per_b, segments_b, left_b
+        else:
+            for_block = 0
     total = per * segments
     static = dict(fitness_fn=problem.fitness_fn, radices=tuple(problem.radices), strategy=strategy,
                   popsize=popsize, total_gens=total)
@@ -185,8 +200,15 @@ def evolve(problem: Problem, strategy: str = DEFAULT_STRATEGY, budget: int = 500
         digits, fitness, value, used, local = multi_polish(problem, [digits, *seeds[0][:2]],
                                                            [fitness, *seeds[1][:2]], left, seed, deadline)
         evaluations += used
+    block_improved = False
+    if for_block and int(budget) - evaluations > 0:
+        digits, fitness, value, used, block_improved, block_local = block_polish(
+            problem, block, digits, fitness, value, int(budget) - evaluations, deadline)
+        evaluations += used
+        local = block_local if block_improved else local
     return SearchResult(method="evolution", strategy=strategy, digits=complete(problem, digits), value=value,
                         fitness=fitness, evaluations=evaluations * unit, seconds=time.perf_counter() - t0,
                         history=np.concatenate(history) if history else np.zeros(0), seed=seed,
                         extras={"local_optimum": local, "popsize": popsize, "generations": done,
-                                "designs_per_point": unit})
+                                "block_axes": ",".join(problem.names[a] for a in block.axes) if for_block else "",
+                                "block_improved": block_improved, "designs_per_point": unit})
