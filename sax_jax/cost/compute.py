@@ -256,15 +256,18 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
                             g.gemm_max, g.gemm_half_flops)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
-    local_experts = jnp.where(model.experts > 0, model.experts / jnp.maximum(ep, 1.0), 0.0)
-    expert_fixed_f = model.moe_fraction * local_experts * EXPERT_GEMMS_FWD * g.expert_gemm_s * (1.0 - train.graph_full)
-    moe_host_f = jnp.where(model.experts > 0, model.moe_fraction * g.moe_host_s, 0.0) * (1.0 - train.graph_moe)
-    expert_fixed_f = expert_fixed_f + moe_host_f  # forward and its recompute; the backward has no sync
-    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_fixed_f
+    # host-launched MoE work (EXPERT_GEMMS_FWD above): the experts' GEMM passes, and the host wait, which only the
+    # forward (and its recompute) has
+    moe_share = jnp.where(model.experts > 0, model.moe_fraction, 0.0)
+    expert_gemms_f = moe_share * model.experts / jnp.maximum(ep, 1.0) * EXPERT_GEMMS_FWD * g.expert_gemm_s * (
+        1.0 - train.graph_full)
+    moe_host_f = moe_share * g.moe_host_s * (1.0 - train.graph_moe)
+    fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_gemms_f \
+        + moe_host_f
     m_gemm_f = gt(m_gemm)
     mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
-        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * (expert_fixed_f - moe_host_f)
+        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * expert_gemms_f
     # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
     # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
     # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the
@@ -273,7 +276,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     moe_act_f = act_bytes_per_ffn * expert_ffn / mem_bw
     dense_mlp_f = gt(dense_fl) + act_bytes_per_ffn * dense_ffn / mem_bw
     shared_f = gt(shared_fl)
-    moe_f = gt(routed_fl) + shared_f + moe_act_f + expert_fixed_f
+    moe_f = gt(routed_fl) + shared_f + moe_act_f + expert_gemms_f + moe_host_f
     norm_f = g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split / mem_bw
     mla_up_f = gt(2.0 * mbs * seq * model.mla_up * model.attn_fraction)
     recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f

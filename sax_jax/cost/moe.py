@@ -5,9 +5,7 @@ imbalance (max/mean expert load), which also scales expert compute (compute.py).
 from the innermost part of the data-parallel axis (Megatron-Core's expert-data layout). Per MoE layer the
 forward runs dispatch + combine (2 all-to-alls) and the backward their gradients (2: the gradient of an
 all-to-all is the reverse all-to-all of the same bytes, combine's before dispatch's; Megatron-Core's
-_AllToAll autograd function is exactly that), full recompute the forward's again. The backward used to be counted
-twice over (4 all-to-alls) without a source; with the physical count and the per-expert grouped-GEMM cost
-(compute.py) the refitted Blackwell constants validate at 9.74% instead of 10.00%.
+_AllToAll autograd function is exactly that), full recompute the forward's again.
 """
 import jax
 import jax.numpy as jnp
