@@ -125,6 +125,7 @@ class GpuP(NamedTuple):
     straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
     expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
     moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
+    dp_per_layer: jnp.ndarray | float = 0.0  # 1: the framework issues one dp collective per layer (Framework.dp_calls)
 
 
 class NetP(NamedTuple):
@@ -298,7 +299,8 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
-        expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6)
+        expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
+        dp_per_layer=float(fw.dp_calls == "layers"))
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

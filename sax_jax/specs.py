@@ -757,6 +757,7 @@ class PriceSpec:
 
 
 BEST_KERNEL = "best"
+DP_CALLS = ("buckets", "layers")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -769,17 +770,23 @@ class Framework:
     runs norm, bias, activation, dropout and residual as separate kernels, each reading and writing the
     activations); layer_overhead_us adds a fixed time per layer and pass (eager launches, FSDP hooks);
     expert_gemm_us is what each local expert adds to each of an MoE layer's grouped GEMMs and moe_host_us what an
-    MoE layer's forward waits on the host when no CUDA graph captures its router (cost/compute.py)."""
+    MoE layer's forward waits on the host when no CUDA graph captures its router (cost/compute.py). dp_calls says
+    how the data-parallel reductions and gathers are issued, each call paying the ring's step latencies
+    (cost/dp.py): ``buckets`` (Megatron-Core DDP, max(40M, 1M x dp) parameters per bucket, one call without
+    overlap) or ``layers`` (PyTorch FSDP / FSDP2: one call per wrapped transformer block)."""
     name: str = "megatron-te"
     attention_kernel: str = BEST_KERNEL
     elementwise_bytes_factor: float = 1.0
     layer_overhead_us: float = 0.0
     expert_gemm_us: float = 0.0
     moe_host_us: float = 0.0
+    dp_calls: str = "buckets"
     description: str = ""
 
     def validate(self, file=None):
         _ranges(self, "framework", f"frameworks.{self.name}.", file)
+        _check(self.dp_calls in DP_CALLS, f"frameworks.{self.name}.dp_calls", self.dp_calls,
+               f"must be one of {', '.join(DP_CALLS)}", "buckets: Megatron-Core DDP; layers: PyTorch FSDP", file=file)
         _check(isinstance(self.attention_kernel, str) and self.attention_kernel,
                f"frameworks.{self.name}.attention_kernel", self.attention_kernel, "must be a kernel name",
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)

@@ -28,7 +28,18 @@ from .overlap import exposed_s
 from .placement import spans
 from .terms import Term
 
-BUCKET_PARAMS = 4e7  # Megatron's default DDP bucket (40M parameters)
+# Megatron-Core DDP's default bucket: max(40M, 1M x dp_cp) parameters ("larger DP sizes need larger buckets to ensure
+# collectives do not become latency-bound", DistributedDataParallelConfig.bucket_size); without --overlap-grad-reduce
+# it does not bucket at all (one call)
+BUCKET_PARAMS = 4e7
+BUCKET_PARAMS_PER_RANK = 1e6
+
+
+def dp_calls(trained_gpu, group_gpus, layers_stage, overlapped, per_layer):
+    """NCCL calls each data-parallel reduction (and gather) is issued as: one per layer for PyTorch FSDP-style
+    frameworks (per_layer), else Megatron-Core's buckets (one without overlap)."""
+    buckets = jnp.maximum(trained_gpu / jnp.maximum(BUCKET_PARAMS, BUCKET_PARAMS_PER_RANK * group_gpus), 1.0)
+    return jnp.where(per_layer > 0, layers_stage, jnp.where(overlapped, buckets, 1.0))
 
 
 def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
@@ -47,32 +58,45 @@ def shards_weights(sharding):
     return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
 
 
-def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps):
-    """algo: multi-rail ring, tree or hierarchical (space.DpAlgo)."""
+def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0):
+    """algo: multi-rail ring, tree or hierarchical (space.DpAlgo). ``calls`` collectives of size_bytes/calls each
+    (see per_call_s)."""
     return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
-                      [2.0 * multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps),
-                       tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps)],
-                      hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps))
+                      [2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps),
+                       per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)],
+                      per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps))
+
+
+def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
+    """``size_bytes`` moved as ``calls`` collectives of equal size, one after the other: each NCCL call is its own
+    pass around the ring (tree, hierarchy), so each pays the algorithm's step latencies, (n-1) hops for a ring
+    reduce-scatter, and only the bandwidth part divides. NCCL's tuning model charges every call baseLat +
+    nInterSteps x interLat + nIntraSteps x intraLat (src/graph/tuning.cc); a bucketed gradient reduction
+    (Megatron's 40M-parameter buckets, PyTorch DDP/FSDP's per-bucket or per-layer calls) is that many calls. With
+    one call for the whole message, a ring over 512 GPUs paid its 511 hop latencies once per step instead of once
+    per bucket, and the step time of llm-foundry's FSDP runs stayed flat from 128 to 512 GPUs where the measured
+    one grows 11%."""
+    return calls * collective(k, size_bytes / calls, alpha_s, bw_Bps)
 
 
 def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha_s, bw_Bps,
-                   alpha_grad_s=None, bw_grad_Bps=None):
+                   alpha_grad_s=None, bw_grad_Bps=None, calls=1.0):
     """Per-step (gradient, parameter) communication seconds for the dp x cp group (before overlap).
 
     k_dp: participants per level of the whole group; k_inner/k_outer: the same split at the building
     boundary (hsdp shards inside, replicates across). alpha_grad_s/bw_grad_Bps: the levels as gradient traffic
     sees them (a bounded-loss transport may drop it, microbursts wait for the slowest flow: transport.py);
-    alpha_s/bw_Bps by default.
+    alpha_s/bw_Bps by default. calls: the buckets each of the reductions and the gather is issued as.
     """
     alpha_g = alpha_s if alpha_grad_s is None else alpha_grad_s
     bw_g = bw_Bps if bw_grad_Bps is None else bw_grad_Bps
     # reduce-scatter and all-gather each cost half an all-reduce of the same size (NCCL has no tree
     # reduce-scatter: 'tree' charges half a tree all-reduce, its reduce phase)
-    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g)
+    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
     rs = 0.5 * ar
-    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps)
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
-    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g)
+    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     grad = jnp.select([sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP], [ar, rs, 0.0], hsdp_cross)
     param = jnp.select([sharding == Sharding.ZERO0, zero12], [0.0, ag], 0.0)
@@ -80,13 +104,14 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
 
 
 def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps,
-                           alpha_grad_s=None, bw_grad_Bps=None):
+                           alpha_grad_s=None, bw_grad_Bps=None, calls=1.0):
     """Per-microbatch ZeRO-3 traffic: all-gather weights in forward and backward, reduce-scatter grads (as
-    gradient traffic: alpha_grad_s/bw_grad_Bps, see dp_step_comm_s)."""
+    gradient traffic: alpha_grad_s/bw_grad_Bps, see dp_step_comm_s); each issued as ``calls`` collectives (one
+    per layer: per_call_s)."""
     k = jnp.where(sharding == Sharding.HSDP, k_inner, k_dp)
-    ag = multirail_ring_reduce_scatter_s(k, layer_param_bytes_stage, alpha_s, bw_Bps)
-    rs = multirail_ring_reduce_scatter_s(k, grad_bytes_stage, alpha_s if alpha_grad_s is None else alpha_grad_s,
-                                         bw_Bps if bw_grad_Bps is None else bw_grad_Bps)
+    ag = per_call_s(multirail_ring_reduce_scatter_s, calls, k, layer_param_bytes_stage, alpha_s, bw_Bps)
+    rs = per_call_s(multirail_ring_reduce_scatter_s, calls, k, grad_bytes_stage,
+                    alpha_s if alpha_grad_s is None else alpha_grad_s, bw_Bps if bw_grad_Bps is None else bw_grad_Bps)
     return jnp.where(shards_weights(sharding), FSDP_GATHERS * ag + rs, 0.0)
 
 
@@ -109,17 +134,18 @@ def dp_term(ctx, d, train, gpu):
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
     fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
-                                    ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps)
+                                    ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps,
+                                    ctx.layers_stage)
     # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
     fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = gpu.overlap_slowdown
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
+    buckets = dp_calls(trained_gpu, jnp.prod(ctx.grad_k), ctx.layers_stage, overlapped, gpu.dp_per_layer)
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
                                      grad_bytes, step_param_bytes, ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s,
-                                     ctx.bw_grad_Bps)
-    buckets = jnp.maximum(trained_gpu / BUCKET_PARAMS, 1.0)
+                                     ctx.bw_grad_Bps, buckets)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
     grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
