@@ -223,7 +223,8 @@ def test_bad_sliding_window_yaml_names_file_key_value(tmp_path):
 def test_validation_maps_sliding_window_rows_to_the_model_files():
     loaded = V.load_all()
     oss = [c for c in loaded.cases if c.scenario.model.name == "gpt-oss-120b"]
-    assert len(oss) == 30  # the 31st row is excluded (contradictory batch in its table)
+    # 31 rows: one excluded (contradictory batch in its table), two the source footnotes as a known regression
+    assert len(oss) == 28
     assert all(c.scenario.model.sliding_window == bundled_model("gpt-oss-120b").sliding_window for c in oss)
     assert not any("sliding-window" in u.reason or "window" in u.reason for u in loaded.unsupported)
 
