@@ -82,3 +82,20 @@ def test_runs_the_source_footnotes_as_a_regression_are_kept_out_with_the_reason(
                            "mb-26.06.01-gb300-gpt-oss-120b-pretrain-mxfp8-64g-gbs1280"]
     assert all("cudnn-frontend#256" in r for r in reg.values())
     assert not any(c.id in reg for c in loaded.cases)
+
+
+def test_tree_is_an_all_reduce_only_so_the_distributed_optimizer_runs_rings():
+    # NCCL's tuning model offers the tree for the all-reduce only (reduce-scatter and all-gather: ring)
+    from sax_jax.cost.dp import dp_step_comm_s
+    from sax_jax.space import DpAlgo, Sharding
+    k = F([8.0, 64.0])
+    alpha, bw = F([3e-6, 8e-6]), F([450e9, 50e9])
+
+    def comm(sharding, algo):
+        g, p = dp_step_comm_s(sharding, algo, k, k, F([1.0, 1.0]), F(4e9), F(2e9), alpha, bw, calls=F(50.0))
+        return float(g), float(p)
+
+    for sharding in (Sharding.ZERO1, Sharding.ZERO2):
+        assert comm(sharding, DpAlgo.TREE) == comm(sharding, DpAlgo.RING)
+    # the all-reduce of ZeRO-0 does use the tree: log2 latency instead of (n - 1) hops per call
+    assert comm(Sharding.ZERO0, DpAlgo.TREE)[0] < comm(Sharding.ZERO0, DpAlgo.RING)[0]

@@ -181,6 +181,21 @@ def test_flex_dispatcher_recipes_turn_dedup_on():
     assert not c["mb-26.04.01-b200-gpt-oss-120b-pretrain-bf16-64g-gbs1280"].scenario.training.ep_dedup  # alltoall
 
 
+def test_fp8_attention_recipes_are_read_and_reported_as_approximated():
+    import csv
+    from sax_jax import validation as V
+    rows = list(csv.DictReader(open(os.path.join(configs_dir(), "validation", "recipes", "recipes.csv"))))
+    fp8 = {r["id"] for r in rows if r["fp8_attention"] == "true"}
+    # from release 26.06 (Megatron-Bridge v0.5.0): DeepSeek-V3 GB300, GPT-OSS, Qwen3 MXFP8 recipes; never a BF16 row
+    assert len(fp8) == 23 and not any("-bf16-" in i for i in fp8)
+    assert "mb-26.08-gb300-deepseek-v3-pretrain-mxfp8-256g-gbs4096" in fp8
+    assert not any(i.startswith(("mb-25.", "mb-26.02", "mb-26.04")) for i in fp8)
+    cases, _ = V.load_cases(dataset="megatron-bridge-gb300")
+    note = "FP8 attention (fp8_dot_product_attention) is modelled at the 16-bit attention rate"
+    for c in cases:
+        assert (note in c.approximations) == (c.id in fp8)
+
+
 def test_folding_with_one_tensor_rank_is_the_plain_layout(moe):
     """tp = cp = 1: the folded EP group is the one carved from dp, the experts are split the same way."""
     for axes in ({"tp": 1, "ep": 8}, {"tp": 1, "ep": 4, "pp": 2}):

@@ -90,11 +90,15 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
     """
     alpha_g = alpha_s if alpha_grad_s is None else alpha_grad_s
     bw_g = bw_Bps if bw_grad_Bps is None else bw_grad_Bps
-    # reduce-scatter and all-gather each cost half an all-reduce of the same size (NCCL has no tree
-    # reduce-scatter: 'tree' charges half a tree all-reduce, its reduce phase)
+    # reduce-scatter and all-gather each cost half an all-reduce of the same size. NCCL has a tree only for the
+    # all-reduce: its tuning model skips every other algorithm but the ring for the other collectives (tuning.cc,
+    # "if (coll != ncclCollAllReduce && a != NCCL_ALGO_RING) continue"), so under 'tree' the distributed
+    # optimizer's reduce-scatter and all-gather run as rings (charging them half a tree all-reduce let a search
+    # pick 'tree' for ZeRO-1/2 for a latency NCCL never gives them)
     ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
-    rs = 0.5 * ar
-    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls)
+    half_algo = jnp.where(algo == DpAlgo.TREE, DpAlgo.RING, algo)
+    rs = 0.5 * _allreduce_s(half_algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
+    ag = 0.5 * _allreduce_s(half_algo, k_dp, param_bytes, alpha_s, bw_Bps, calls)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
     hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)

@@ -436,7 +436,7 @@ PREC = {'bf16': 'bf16', 'fp8-mx': 'fp8_mx', 'mxfp8': 'fp8_mx', 'fp8-cs': 'fp8_cs
 GPU = {'GB200': 'gb200', 'GB300': 'gb300', 'B200': 'b200', 'B300': 'b300', 'H100-SXM-80GB': 'h100'}
 COLS = ['id', 'release', 'tag', 'recipe', 'recompute_granularity', 'recompute_modules', 'recompute_method',
         'recompute_num_layers', 'bf16_layers_start', 'bf16_layers_end', 'dispatcher', 'flex_backend', 'ep_overlap',
-        'mtp_layers', 'tp_comm_overlap', 'cuda_graph', 'offload', 'mismatch', 'note']
+        'mtp_layers', 'tp_comm_overlap', 'cuda_graph', 'offload', 'fp8_attention', 'mismatch', 'note']
 
 
 def ls_tree(git, tag, prefix):
@@ -519,6 +519,8 @@ def extract(cfg, row, ctx, it, prec):
     if g(m, 'fine_grained_activation_offloading'):
         off.append('fine_grained:' + '+'.join(g(m, 'offload_modules') or []))
     if g(cfg, 'ddp', 'use_megatron_fsdp'): notes.append('megatron_fsdp=true')
+    # FP8 attention (Transformer Engine's FP8 DotProductAttention: cuDNN FP8 SDPA); only meaningful in FP8 recipes
+    f8a = bool(g(mp, 'fp8_dot_product_attention', default=False)) if prec != 'bf16' else False
     # parallelism check
     mm = []
     def cmp(name, got, col, default=None):
@@ -544,6 +546,7 @@ def extract(cfg, row, ctx, it, prec):
                 recompute_method=fmt(meth), recompute_num_layers=fmt(nl), bf16_layers_start=fmt(bs),
                 bf16_layers_end=fmt(be), dispatcher=fmt(disp), flex_backend=fmt(fb), ep_overlap=fmt(epo),
                 mtp_layers=fmt(mtp), tp_comm_overlap=fmt(tpo), cuda_graph=cg, offload=';'.join(off),
+                fp8_attention=fmt(f8a),
                 mismatch='; '.join(mm)), notes
 
 
