@@ -10,7 +10,11 @@ written in JAX and run under ``lax.scan`` like the single-objective strategies:
   domination matrix) and crowding distance; the best N survive;
 - **archive**: every evaluated feasible design enters a running exact front (``pareto.merge``, the sweep's
   merge: distinct (t, y) vectors, lowest-position design for ties, at most ``FRONT_SIZE`` points), so a good
-  point the population later loses is still reported.
+  point the population later loses is still reported;
+- **block polish**: the coupled pipeline axes (``block.BLOCK_AXES``: schedule, vpp, pp) pay only when they move
+  together, which one-axis mutation rarely does; the last evaluations (at most a quarter of the budget) try
+  every other combination of them at the archive's fastest points and merge what they find (a PP 2 / VPP 2
+  interleaved point that every seed of NSGA-II alone missed for PP 2 ZB-H2, 0.9% slower at the same traffic).
 
 Objectives (both minimized): the penalized fitness of ``genome.penalized_fitness`` (log step time, plus a
 penalty for an infeasible design) and log of the metric plus the same penalty, so a feasible design dominates
@@ -31,6 +35,7 @@ from . import pareto
 from .pareto import FRONT_SIZE
 from .runner import PARETO
 from .evolution import segment_plan
+from .block import block_moves, coupled_block
 from .genome import Problem, design_dict, digits_design, penalty, random_digits
 from ..cost import step_time
 
@@ -160,6 +165,26 @@ def _start(key, anchors, radices: tuple, popsize: int):
             jnp.zeros(popsize, jnp.float32), pareto.init(FRONT_SIZE), jnp.zeros((FRONT_SIZE, n), jnp.int32))
 
 
+POLISH_POINTS = 64  # front points (fastest first) whose coupled block the final polish scans
+
+
+@functools.partial(jax.jit, static_argnames=("n_points",))
+def _polish_eval(aux, front, front_digits, which, cand, n_points):
+    """Evaluate the block moves ``cand`` [n_points x moves, n] and merge them into the archive."""
+    _, t, y = objectives(aux, cand, which)
+    return _archive_merge(front, front_digits, t, y, cand)
+
+
+def _front_block_polish(aux, front, front_digits, which, block, n_points: int):
+    """Every other combination of the block's axes at each of the archive's ``n_points`` fastest points (past the
+    archive's end its last point is repeated: a fixed batch, one compilation), merged into the archive."""
+    digits = np.asarray(front_digits)
+    kept = int(np.sum(np.isfinite(np.asarray(front.t))))
+    rows = [digits[min(i, kept - 1) if kept else 0] for i in range(n_points)]
+    cand = np.concatenate([block_moves(r, block) for r in rows]).astype(np.int32)
+    return _polish_eval(aux, front, front_digits, which, jnp.asarray(cand), n_points)
+
+
 def pareto_search(problem: Problem, metric: str, budget: int = 5000, seed: int = 0, popsize: int = POPSIZE,
                   seconds: float | None = None, progress=None) -> dict:
     """NSGA-II on a flat problem: the front of (step time, ``metric``) among at most ``budget`` evaluated
@@ -173,7 +198,11 @@ def pareto_search(problem: Problem, metric: str, budget: int = 5000, seed: int =
     deadline = None if seconds is None else t0 + float(seconds)
     field, maximize = METRICS[metric]
     popsize = int(max(4, min(popsize, budget)))
-    gens = max(int(budget) // popsize, 1)
+    block = coupled_block(problem)
+    moves = block.size - 1 if block is not None else 0
+    # the block polish's share: whole scans of the block at up to POLISH_POINTS front points, a quarter of the budget
+    polish_points = min(POLISH_POINTS, (int(budget) // 4) // moves) if moves else 0
+    gens = max((int(budget) - polish_points * moves) // popsize, 1)
     per, segments = segment_plan(gens)  # progress and --seconds checks between segments of one compiled length
     radices = tuple(problem.radices)
     which = jnp.int32(list(METRICS).index(metric))
@@ -188,7 +217,11 @@ def pareto_search(problem: Problem, metric: str, budget: int = 5000, seed: int =
         done += per
         if progress is not None:
             progress((s + 1) / segments, float(n_front[-1]))
-    front, digits = carry[6], np.asarray(carry[7])
+    front, front_digits = carry[6], carry[7]
+    if polish_points and (deadline is None or time.perf_counter() < deadline):
+        front, front_digits = _front_block_polish(problem.aux, front, front_digits, which, block, polish_points)
+        evaluations += polish_points * moves
+    digits = np.asarray(front_digits)
     t, y = np.asarray(front.t), np.asarray(front.y)
     keep = np.isfinite(t)
     points = [{"step_time_s": float(ti), field: float(-yi if maximize else yi),
