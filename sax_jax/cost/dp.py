@@ -58,13 +58,15 @@ def shards_weights(sharding):
     return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
 
 
-def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0):
+def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, tree=True):
     """algo: multi-rail ring, tree or hierarchical (space.DpAlgo). ``calls`` collectives of size_bytes/calls each
-    (see per_call_s)."""
+    (see per_call_s). tree=False (static): the collective has no tree in NCCL, 'tree' runs the ring."""
+    ring = 2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps)
+    hier = per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
+    if not tree:
+        return jnp.where(algo == DpAlgo.HIERARCHICAL, hier, ring)
     return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
-                      [2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps),
-                       per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)],
-                      per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps))
+                      [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)], hier)
 
 
 def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
@@ -72,10 +74,7 @@ def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
     pass around the ring (tree, hierarchy), so each pays the algorithm's step latencies, (n-1) hops for a ring
     reduce-scatter, and only the bandwidth part divides. NCCL's tuning model charges every call baseLat +
     nInterSteps x interLat + nIntraSteps x intraLat (src/graph/tuning.cc); a bucketed gradient reduction
-    (Megatron's 40M-parameter buckets, PyTorch DDP/FSDP's per-bucket or per-layer calls) is that many calls. With
-    one call for the whole message, a ring over 512 GPUs paid its 511 hop latencies once per step instead of once
-    per bucket, and the step time of llm-foundry's FSDP runs stayed flat from 128 to 512 GPUs where the measured
-    one grows 11%."""
+    (Megatron's buckets, PyTorch FSDP's per-layer calls) is that many calls."""
     return calls * collective(k, size_bytes / calls, alpha_s, bw_Bps)
 
 
@@ -96,9 +95,8 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
     # optimizer's reduce-scatter and all-gather run as rings (charging them half a tree all-reduce let a search
     # pick 'tree' for ZeRO-1/2 for a latency NCCL never gives them)
     ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
-    half_algo = jnp.where(algo == DpAlgo.TREE, DpAlgo.RING, algo)
-    rs = 0.5 * _allreduce_s(half_algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
-    ag = 0.5 * _allreduce_s(half_algo, k_dp, param_bytes, alpha_s, bw_Bps, calls)
+    rs = 0.5 * _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, tree=False)
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls, tree=False)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
     hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
@@ -146,7 +144,7 @@ def dp_term(ctx, d, train, gpu):
     slowdown = gpu.overlap_slowdown
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
-    buckets = dp_calls(trained_gpu, jnp.prod(ctx.grad_k), ctx.layers_stage, overlapped, gpu.dp_per_layer)
+    buckets = dp_calls(trained_gpu, ctx.grad_shards, ctx.layers_stage, overlapped, gpu.dp_per_layer)
     grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
                                      grad_bytes, step_param_bytes, ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s,
                                      ctx.bw_grad_Bps, buckets)
