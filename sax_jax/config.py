@@ -508,6 +508,11 @@ def load_scenario(path: str) -> Scenario:
     tkw["framework"] = load_framework(tkw.get("framework", "megatron-te"), path)
     training = S.Training(**tkw)
     training.validate(path)
+    if training.offload_layers > 0 and system.gpu.host_GBps <= 0:
+        raise S.ConfigError(path, "training.offload_layers", training.offload_layers,
+                            f"offloading activations needs the GPU's host link bandwidth; GPU {system.gpu.name} "
+                            "has no host_GBps", "add host_GBps (GB/s per GPU per direction) to its hardware YAML, "
+                            "or set offload_layers: 0")
     transports = load_transports(data.get("transports", "../network/transports.yaml"), path)
     names = tuple(t.name for t in transports)
     if not isinstance(data["space"], dict):

@@ -126,6 +126,7 @@ class GpuP(NamedTuple):
     expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
     moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
     dp_per_layer: jnp.ndarray | float = 0.0  # 1: the framework issues one dp collective per layer (Framework.dp_calls)
+    host_Bps: jnp.ndarray | float = 0.0  # GPU <-> host bandwidth per direction (activation offloading); 0: not given
 
 
 class NetP(NamedTuple):
@@ -204,6 +205,7 @@ class TrainP(NamedTuple):
     bf16_start: jnp.ndarray | float = 0.0  # layers kept at 16-bit in a low-precision run (first / last)
     bf16_end: jnp.ndarray | float = 0.0
     mtp_layers: jnp.ndarray | float = 0.0
+    offload_layers: jnp.ndarray | float = 0.0  # layers per GPU whose activations sit in host memory (cost/offload.py)
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
     ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node (DeepEP / HybridEP dispatch)
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
@@ -300,7 +302,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
-        dp_per_layer=float(fw.dp_calls == "layers"))
+        dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
@@ -380,7 +382,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
-        ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
+        offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
         graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
         grad_var_tol=t.gradient_variance_tolerance,
         stream_fragments=t.streaming_fragments, stream_overlap_steps=t.streaming_overlap_steps,

@@ -22,8 +22,8 @@ from .report import fmt_time, json_safe
 
 GiB = 2**30
 # one colour per breakdown term, the same in every chart (colour-blind-safe Okabe-Ito first, then greys)
-TERM_COLOURS = dict(zip(BREAKDOWN_KEYS, ("#0072B2", "#E69F00", "#56B4E9", "#009E73", "#F0E442", "#D55E00",
-                                         "#CC79A7", "#882255", "#999999", "#666666", "#000000")))
+TERM_COLOURS = dict(zip(BREAKDOWN_KEYS, ("#0072B2", "#44AA99", "#E69F00", "#56B4E9", "#009E73", "#F0E442",
+                                         "#D55E00", "#CC79A7", "#882255", "#999999", "#666666", "#000000")))
 BASELINE_SYMBOLS = ("diamond", "square", "triangle-up", "cross", "x", "pentagon")
 BASELINE_COLOURS = ("#D55E00", "#CC79A7", "#E69F00", "#56B4E9", "#999999", "#000000")
 BEST_COLOUR = "#009E73"

@@ -100,6 +100,7 @@ RANGES = {
         "usable_memory_fraction": Range(0, 1, lo_open=True),
         "sm_count": Range(1, 100_000, True, why="streaming multiprocessors per GPU"),
         "comm_sms": Range(0, 100_000, True, why="SMs a collective occupies while it overlaps compute"),
+        "host_GBps": Range(0, 100_000, why="GPU-host link bandwidth per GPU per direction (0: not given)"),
     },
     "peak_tflops": {p: Range(0.001, 1_000_000, why="dense peak per GPU, TFLOP/s") for p in PRECISIONS},
     "efficiency": {
@@ -199,6 +200,8 @@ ARCH_RANGES = {
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
                  "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
                  "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained"),
+                 "offload_layers": Range(0, 10_000, True,
+                                         why="layers per GPU whose activations are offloaded to host memory"),
                  "expert_tensor_parallel": Range(0, 100_000, True,
                                                  why="ranks one expert is split over (0: the tensor-parallel ones)")},
     "sliding_window": {
@@ -550,6 +553,9 @@ class GpuSpec:
     comm_sms: int  # SMs a collective's kernels take while they overlap compute (NCCL: one per channel)
     # attention kernel name -> its speed relative to the kernel attention_max was fitted on (Framework)
     attention_kernels: dict = dataclasses.field(default_factory=dict)
+    # GPU <-> host memory bandwidth per GPU per direction, GB/s (PCIe or NVLink-C2C, shared as the board shares it):
+    # what activation offloading copies over (Training.offload_layers; cost/offload.py). 0: not given
+    host_GBps: float = 0.0
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)
@@ -842,6 +848,11 @@ class Training:
     # Multi-token prediction modules trained beside the model (DeepSeek-V3, arXiv 2412.19437, section 2.2;
     # Megatron-Core --mtp-num-layers): each one more layer and one more output layer + loss on the last stage
     mtp_layers: int = 0
+    # Activation offloading (Transformer Engine's CPU offloading; Megatron-Core cpu_offloading_num_layers): the saved
+    # activations of this many layers of each GPU's stage go to host memory during the forward and come back during
+    # the backward (cost/offload.py); needs the GPU's host_GBps. Megatron-Core allows it only with pp = 1 and no
+    # recomputation.
+    offload_layers: int = 0
     # Megatron-Core --overlap-moe-expert-parallel-comm: the MoE all-to-alls of one microbatch run beside the
     # computation of another (the 1F1B steady state's merged forward/backward), as DeepSeek-V3's DualPipe overlaps
     # them (arXiv 2412.19437, section 3.2.1)

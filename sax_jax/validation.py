@@ -603,7 +603,15 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
         out["cuda_graphs"] = graphs
         filled.append(f"cuda_graphs={graphs} (recipe {src}: {recipe['cuda_graph']})")
     if recipe["offload"]:
-        approx.append(f"activation/weight offloading ({recipe['offload']}) is not modelled")
+        m = re.fullmatch(r"cpu_offloading_num_layers=(\d+)", recipe["offload"])
+        if m and int(v.get("pp", 1)) == 1:
+            out["offload_layers"] = int(m.group(1))
+            filled.append(f"offload_layers={out['offload_layers']} (recipe {src}: cpu_offloading_num_layers)")
+        elif m:  # Megatron-Core's TransformerConfig refuses CPU offloading with pipeline parallelism
+            approx.append(f"the recipe's activation offloading ({recipe['offload']}) cannot run with the row's "
+                          f"pp {v.get('pp')} (Megatron-Core allows it only with pp 1): not applied")
+        else:
+            approx.append(f"offloading ({recipe['offload']}) is not modelled")
     if recipe["mismatch"]:
         approx.append(f"the recipe's defaults differ from the row ({recipe['mismatch']}): the run overrode them; "
                       "its recompute and precision settings are taken as the recipe's")

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 from ..space import Schedule
 from .context import ACT_BYTES
 from .memory import activation_bytes_per_layer, in_flight_microbatches
+from .offload import offloaded_layers
 from .placement import hops_per_level
 from .terms import Term
 
@@ -102,7 +103,8 @@ def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
                                                     ctx.pp.members, ctx.pp.participants)
     steady_s = micro * (t_f + t_b)
     in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
-    acts = in_flight * ctx.layers_stage * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
+    kept_layers = ctx.layers_stage - offloaded_layers(train, ctx.layers_stage)  # the rest sit in host memory
+    acts = in_flight * kept_layers * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
                                                                      model, train, gpu.gemm_input_bytes)
     # every hop carries each microbatch's activation forward and its gradient back, v times when interleaved
     passes = jnp.where(d.schedule == Schedule.INTERLEAVED, d.vpp, 1.0)

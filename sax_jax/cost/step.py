@@ -1,6 +1,7 @@
 """Composition: one design point -> Cost, as a sum of named terms. Pure; ``evaluate.py`` vmaps it once.
 
-    step = pipeline(stage terms: compute, tp, cp, ep, ZeRO-3 share of dp)   [compute + tp + cp + ep + bubble + pp_p2p]
+    step = pipeline(stage terms: compute, offload, tp, cp, ep, ZeRO-3 share of dp)
+                                     [compute + offload + tp + cp + ep + bubble + pp_p2p]
          + per-step terms: dp (gradient reduction, parameter gather), outer_sync (DiLoCo, amortized), optimizer
          + straggler (waiting for the slowest of N GPUs)
          + stall (expected failure stalls)
@@ -27,6 +28,7 @@ from .feasibility import violation_mask
 from .goodput import goodput
 from .hetero import hetero_step_time
 from .moe import ep_term
+from .offload import offload_term
 from .optimizer import optimizer_term
 from .provision import network_usd_per_hour, provisioned
 from .outer_sync import outer_sync_term, tokens_multiplier
@@ -53,12 +55,13 @@ def step_time(params, d, share=None) -> Cost:
 
     # ---- one microbatch on the slowest stage: kernels and the communication they cannot hide
     compute = compute_term(ctx, d, model)
+    offload, offload_fwd_s = offload_term(ctx, d, model, train, params.gpu)
     tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu, model)
     cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
     ep, ep_fwd_s = ep_term(ctx, d, model, train, params.gpu, params.experts)
     dp = dp_term(ctx, d, train, params.gpu)
-    t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s
-    t_b = compute.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f
+    t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s + offload_fwd_s
+    t_b = compute.stage_s + offload.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f
     t_w = ctx.layers_stage * ctx.layer.weight_grad_s
 
     # ---- the schedule, then once per step: data-parallel sync, optimizer, failure stalls
@@ -70,7 +73,7 @@ def step_time(params, d, share=None) -> Cost:
     outer = outer_sync_term(ctx, d, train, params.gpu, inner_s)
     stall, total = stall_term(ctx, d, params.net, params.transport, inner_s + outer.step_s, train.n_gpus)
 
-    terms = dict(compute=compute, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
+    terms = dict(compute=compute, offload=offload, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
                  outer_sync=outer, optimizer=optimizer, straggler=straggler, stall=stall)
     breakdown = Breakdown(**{name: t.seconds(micro) for name, t in terms.items()})
     memory = dp.memory_bytes + pipe.bubble.memory_bytes + compute.memory_bytes + outer.memory_bytes

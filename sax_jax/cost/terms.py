@@ -28,6 +28,7 @@ class Term(NamedTuple):
 class Breakdown(NamedTuple):
     """Seconds per step by term; sums to the step time of a feasible point. Field order is report order."""
     compute: Array
+    offload: Array  # waits for activation copies to / from host memory (cost/offload.py)
     tp: Array
     cp: Array
     ep: Array
