@@ -17,7 +17,7 @@ from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
 from .space import placement_inner_table
-from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, SystemSpec, Training, ModelSpec
+from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, PIPELINE_SPLITS, SystemSpec, Training, ModelSpec
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -210,6 +210,7 @@ class TrainP(NamedTuple):
     ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node (DeepEP / HybridEP dispatch)
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
     graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)
+    pipeline_split: jnp.ndarray | float = 0.0  # index into specs.PIPELINE_SPLITS (0 auto, 1 filled, 2 counted)
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
     grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
     # low-communication training (cost/outer_sync.py)
@@ -384,6 +385,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
         offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
         graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
+        pipeline_split=PIPELINE_SPLITS.index(t.pipeline_split),
         grad_var_tol=t.gradient_variance_tolerance,
         stream_fragments=t.streaming_fragments, stream_overlap_steps=t.streaming_overlap_steps,
         outer_state_bytes=t.outer_state_bytes_per_param, target_tokens=t.target_tokens,

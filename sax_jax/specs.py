@@ -799,6 +799,7 @@ class Framework:
 
 
 CUDA_GRAPHS = ("none", "partial", "full")
+PIPELINE_SPLITS = ("auto", "filled", "counted")
 RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj")
 
 
@@ -859,15 +860,21 @@ class Training:
     ep_overlap: bool = False
     # A dispatcher that sends a token once to each destination node and forwards it to that node's experts over
     # NVLink (Megatron-Core's flex dispatcher with DeepEP or HybridEP; DeepEP's internode kernels, DeepSeek-V3
-    # arXiv 2412.19437 section 3.2.2): what crosses the network is one copy per distinct remote node, not one per
-    # routed expert. False: the alltoall dispatcher (one copy per routed expert). Traced placements (expert_trace)
-    # always count per-node copies.
+    # arXiv 2412.19437 section 3.2.2): what crosses the network is one copy per distinct remote node, and over
+    # NVLink one per distinct destination GPU, not one per routed expert. False: the alltoall dispatcher (one copy
+    # per routed expert). Traced placements (expert_trace) always count per-node and per-GPU copies.
     ep_dedup: bool = False
     # CUDA graphs (Megatron-Core --cuda-graph-impl / --cuda-graph-scope): "none" launches every kernel from the host;
     # "partial": Transformer Engine graphs of the attention, router and MoE-preprocess scopes, the expert GEMMs
     # (dynamic token counts) still launched one by one; "full": one graph for the whole iteration (experts padded
     # to fixed shapes), no host launches left. What each one removes: cost/compute.py (host-launched MoE work).
     cuda_graphs: str = "none"
+    # How the layers are split over the pipeline's chunks (cost/stages.py): "filled": ceil(layers / chunks) per chunk
+    # in order, the remainder in the last chunk (an explicit Megatron-Core pipeline_model_parallel_layout, as
+    # Megatron-Bridge writes for DeepSeek-V3 and Kimi-K2); "counted": the embedding and the loss count as one layer
+    # each (account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split: the Llama 3 405B and
+    # Qwen3-235B recipes); "auto": whichever makes the slowest stage faster, as a planner would choose.
+    pipeline_split: str = "auto"
     # MoE parallel folding (Megatron-Core; Liu et al. 2025, "MoE Parallel Folding", arXiv 2504.14960): the expert
     # layers get their own tensor-parallel size (expert_tensor_parallel_size) and their EP groups are formed over
     # all tp x cp x dp ranks of a stage instead of inside dp x cp. 0: no folding, experts split over the
@@ -922,6 +929,8 @@ class Training:
                f"use one of {', '.join(PRECISIONS)}", file=file)
         _check(self.cuda_graphs in CUDA_GRAPHS, "training.cuda_graphs", self.cuda_graphs, "unknown CUDA-graph scope",
                f"use one of {', '.join(CUDA_GRAPHS)}", file=file)
+        _check(self.pipeline_split in PIPELINE_SPLITS, "training.pipeline_split", self.pipeline_split,
+               "unknown pipeline split", f"use one of {', '.join(PIPELINE_SPLITS)}", file=file)
 
     @property
     def tokens_per_step(self) -> int:

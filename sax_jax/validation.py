@@ -559,6 +559,16 @@ def cuda_graphs_of(recipe_value: str) -> str:
     return "partial" if scopes & {"moe_router", "default"} else "none"
 
 
+# How Megatron-Bridge's recipes split the layers over the pipeline (Training.pipeline_split, cost/stages.py), by the
+# recipe's model: explicit layouts that fill the chunks in order for DeepSeek-V3 and Kimi-K2
+# (recipes/deepseek/deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout, recipes/kimi/kimi_k2.py
+# _get_kimi_k2_pipeline_layout: 61 layers at PP 4 x VP 4 as 16, 16, 16, 13 + MTP + loss), the embedding and the loss
+# counted as layers for Llama 3.1 405B and Qwen3-235B (recipes/llama/llama3.py, recipes/qwen/qwen3_moe.py:
+# account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split). Others: layers that divide.
+RECIPE_PIPELINE_SPLITS = (("deepseek_v3", "filled"), ("kimi_k2", "filled"), ("llama31_405b", "counted"),
+                          ("qwen3_235b", "counted"))
+
+
 def _apply_recipe(recipe, row, v, filled, approx) -> dict:
     """The recipe's recompute, BF16 layers, MTP and EP overlap for a row whose table does not give them (the
     table's own values win); returns the Training fields. Each setting is reported with the recipe it came from."""
@@ -612,6 +622,11 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
                           f"pp {v.get('pp')} (Megatron-Core allows it only with pp 1): not applied")
         else:
             approx.append(f"offloading ({recipe['offload']}) is not modelled")
+    function = recipe["recipe"].split("::")[-1]
+    for name, split in RECIPE_PIPELINE_SPLITS:
+        if name in function and int(v.get("pp", 1)) > 1:
+            out["pipeline_split"] = split
+            filled.append(f"pipeline_split={split} (recipe {src}: {name}'s pipeline layout)")
     if recipe["mismatch"]:
         approx.append(f"the recipe's defaults differ from the row ({recipe['mismatch']}): the run overrode them; "
                       "its recompute and precision settings are taken as the recipe's")

@@ -165,12 +165,28 @@ def test_node_dedup_ratio_is_the_hypergeometric_count():
         assert 0.0 < r <= 1.0 + 1e-6
 
 
-def test_ep_dedup_sends_less_across_nodes_and_nothing_changes_inside_one(moe):
+def test_ep_dedup_sends_less_across_nodes_and_inside_one(moe):
     across = {"ep": 16, "tp": 1}  # 16 EP ranks over two 8-GPU nodes
     plain, dedup = _cost(moe, **across), _cost(_with(moe, ep_dedup=True), **across)
     assert dedup["breakdown"]["ep"] < plain["breakdown"]["ep"]
+    # inside one node the flex dispatcher still sends one copy per destination GPU, not one per routed expert
     inside = {"ep": 8, "tp": 1}
-    assert _cost(_with(moe, ep_dedup=True), **inside) == _cost(moe, **inside)
+    plain, dedup = _cost(moe, **inside), _cost(_with(moe, ep_dedup=True), **inside)
+    assert dedup["breakdown"]["ep"] < plain["breakdown"]["ep"]
+
+
+def test_distinct_gpu_ratio_is_the_hypergeometric_count():
+    """Qwen3-30B-A3B (128 experts, top 8) at EP 8: a GPU holds 16 experts and gets the token unless all 8 picks are
+    elsewhere, q = C(112, 8) / C(128, 8); 8 (1 - q) = 5.3 copies instead of 8 (HybridEP: "no redundant
+    communication during data distribution"; DeepEP's dispatch layout: one row per token and destination rank)."""
+    import math
+    from sax_jax.cost.moe import distinct_ratio
+    ds = load_model(os.path.join(configs_dir(), "models", "deepseek-v3.yaml"))
+    ds = dataclasses.replace(ds, moe=dataclasses.replace(ds.moe, experts=128, top_k=8))
+    qwen = build_params(dataclasses.replace(sx.load_scenario("mixtral-moe"), expert_trace=None, model=ds)).model
+    q = math.comb(112, 8) / math.comb(128, 8)
+    assert float(distinct_ratio(8.0, qwen)) == pytest.approx(1.0 - q, rel=1e-5)
+    assert float(distinct_ratio(1.0, qwen)) == 1.0
 
 
 def test_flex_dispatcher_recipes_turn_dedup_on():
@@ -219,3 +235,40 @@ def test_folding_lets_ep_span_the_tensor_parallel_ranks(moe):
     assert float(experts) == pytest.approx(layers_stage * 58 / 61 * 2 * 3 * 7168 * 2048, rel=REL)
     # the expert tensor parallel size must divide into the stage's ranks with ep
     assert not _cost(_with(moe, expert_tensor_parallel=16), **axes)["feasible"]
+
+
+def test_recipes_name_their_pipeline_split():
+    """DeepSeek-V3 and Kimi-K2 recipes write explicit layouts (filled), the 405B and Qwen3-235B ones count the
+    embedding and the loss (counted); rows without a recipe or with one stage keep auto."""
+    from sax_jax import validation as V
+    cases, _ = V.load_cases(dataset="megatron-bridge-gb200")
+    c = {x.id: x for x in cases}
+    split = lambda i: c[i].scenario.training.pipeline_split  # noqa: E731
+    assert split("mb-26.04-gb200-deepseek-v3-pretrain-mxfp8-256g-gbs4096") == "filled"
+    assert split("mb-26.04-gb200-llama3-405B-pretrain-fp8-256g-gbs1536") == "counted"
+    assert split("mb-26.04-gb200-qwen3-235b-a22b-pretrain-mxfp8-256g-gbs8192") == "counted"
+    assert split("mb-26.04-gb200-qwen3-30b-a3b-pretrain-mxfp8-8g-gbs512") == "auto"
+    assert split("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048") == "auto"  # no recipe in recipes.csv
+
+
+def test_memory_is_the_first_stage_not_the_slowest(moe):
+    """61 layers at PP 4 (DeepSeek-V3): the last stage (13 layers + MTP + loss) is the slowest, the first holds 16
+    layers; its weights and activations are what must fit: the memory of 64 layers at PP 4 (16 on every stage; only
+    the dense layers' share differs, 3 of 61 or of 64), well above 52 layers' (13 per stage)."""
+    sc = _with(moe, mtp_layers=1, pipeline_split="filled")
+    axes = {"pp": 4, "ep": 8, "tp": 2}
+    filled = _cost(sc, **axes)
+    p = build_params(sc)
+    lt = layer_times(2.0, 1.0, 1.0, float(sc.training.seq_len), p.model, p.gpu, p.train, 4.0, 1.0, 8.0)
+    lf, lb = logits_times(2.0, 1.0, 1.0, float(sc.training.seq_len), p.model, p.gpu)
+    mtp = lt.fwd_s + lt.bwd_s + lf + lb
+    n, last = slowest_stage(61.0, 4.0, 1.0, lt.fwd_s + lt.bwd_s, lf + lb, mtp, 1.0)
+    assert (float(n), float(last)) == (13.0, 1.0)
+    per_stage = lambda n: _cost(dataclasses.replace(sc, model=dataclasses.replace(sc.model, layers=4 * n)), **axes)  # noqa: E731
+    assert filled["memory_bytes"] == pytest.approx(per_stage(16)["memory_bytes"], rel=2e-3)
+    assert filled["memory_bytes"] > 1.1 * per_stage(13)["memory_bytes"]
+
+
+def test_unknown_pipeline_split_is_refused():
+    with pytest.raises(S.ConfigError, match="training.pipeline_split"):
+        S.Training(64, 4096, pipeline_split="balanced").validate("scenario.yaml")

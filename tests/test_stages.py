@@ -1,7 +1,7 @@
 """Pipeline stage split (cost/stages.py): hand-derived slowest stages and the feasibility bound it allows."""
 import pytest
 
-from sax_jax.cost.stages import slowest_stage
+from sax_jax.cost.stages import SPLIT_COUNTED, SPLIT_FILLED, filled_chunks, slowest_stage, stage_layers
 
 from conftest import f32 as F
 
@@ -25,6 +25,44 @@ from conftest import f32 as F
 def test_slowest_stage_golden(layers, pp, vpp, layer_s, logits_s, expected):
     n, with_logits = slowest_stage(F(layers), F(pp), F(vpp), F(layer_s), F(logits_s))
     assert (float(n), float(with_logits)) == expected
+
+
+@pytest.mark.parametrize("layers,pp,vpp,first,last", [
+    # Megatron-Bridge's DeepSeek-V3 / Kimi-K2 layouts (recipes/deepseek/deepseek_v3.py): 61 layers, 4 per chunk
+    # and the last chunk 1: PP 4 x VP 4 -> 16, 16, 16, 13; PP 8 -> 8 x 7 + 5; PP 4 x VP 2 -> stage 3 holds chunks
+    # 3 and 7: 8 + 5; PP 16 -> 4 x 15 + 1; PP 4 -> 16, 16, 16, 13
+    (61, 4, 4, 16, 13), (61, 8, 1, 8, 5), (61, 4, 2, 16, 13), (61, 16, 1, 4, 1), (61, 4, 1, 16, 13),
+    # 61 layers on 32 chunks of 2: chunk 30 holds the last layer and chunk 31 (stage 7's) none: 8 and 6
+    (61, 8, 4, 8, 6),
+    # layers that divide: every stage the same
+    (80, 8, 5, 10, 10), (126, 1, 1, 126, 126),
+])
+def test_filled_chunks_match_the_recipe_layouts(layers, pp, vpp, first, last):
+    f, l_ = filled_chunks(F(layers), F(pp), F(vpp))
+    assert (float(f), float(l_)) == (first, last)
+
+
+def test_filled_split_puts_the_short_chunk_on_the_last_stage():
+    """DeepSeek-V3 at PP 4 x VP 4 with MTP (a layer 1 s, logits 1.8 s, MTP 2.8 s): the recipe's layout runs 13 layers
+    + 4.6 s = 17.6 s on the last stage against 16 s on the first; before the filled split the model charged the last
+    stage 16 layers + 4.6 s = 20.6 s (DeepSeek-V3 runs came out 13-26% slow on every Blackwell part)."""
+    n, with_logits, other, first = stage_layers(F(61), F(4), F(4), F(1.0), F(1.8), F(2.8), F(SPLIT_FILLED))
+    assert (float(n), float(with_logits), float(other), float(first)) == (13.0, 1.0, 16.0, 16.0)
+    # auto takes it too (counting 3 MTP units and 2 more would make 20 layers per stage)
+    n_auto = stage_layers(F(61), F(4), F(4), F(1.0), F(1.8), F(2.8))[0]
+    assert float(n_auto) == 13.0
+
+
+def test_counted_split_is_what_the_405b_recipe_runs():
+    """Llama 3.1 405B, PP 8 x VP 4 with heavy logits (3 layers): the recipe counts the embedding and the loss, so
+    the last stage holds 3 x 4 + 3 = 15 layers + logits = 18; filling the chunks would leave it 14 + 3 = 17 (what
+    auto picks), which is not the run's layout."""
+    args = (F(126), F(8), F(4), F(1.0), F(3.0))
+    n, _, other, first = stage_layers(*args, F(0.0), F(SPLIT_COUNTED))
+    # 4 units per chunk: the first stage holds the embedding + 3 + 4 + 4 + 4 layers, a middle stage 16
+    assert (float(n), float(other), float(first)) == (15.0, 16.0, 15.0)
+    assert float(stage_layers(*args)[0]) == 14.0
+    assert float(stage_layers(*args, F(0.0), F(SPLIT_FILLED))[0]) == 14.0
 
 
 def test_pipeline_units_bound_feasibility():

@@ -50,6 +50,7 @@ class Context(NamedTuple):
     microbatches: jax.Array  # per pipeline per step
     seq: jax.Array  # tokens per sequence
     layers_stage: jax.Array  # layers on the slowest stage (all its chunks)
+    layers_first: jax.Array  # layers on the first stage, whose weights and in-flight activations memory checks
     tp: Group
     cp: Group
     pp: Group
@@ -152,15 +153,16 @@ def context(params, d, share: StageShare | None = None) -> Context:
     per_layer = 2.0 / (model.attn_fraction + model.mlp_fraction + model.mamba_fraction)
     mtp_s = train.mtp_layers * (per_layer * (layer.fwd_s + layer.bwd_s) + logits_fwd_s + logits_bwd_s)
     last_extra_s = logits_fwd_s + logits_bwd_s + mtp_s
-    layers_stage, with_logits, other_layers = stage_layers(model.layers, pp, vpp, layer.fwd_s + layer.bwd_s,
-                                                           logits_fwd_s + logits_bwd_s, mtp_s)
+    layers_stage, with_logits, other_layers, layers_first = stage_layers(
+        model.layers, pp, vpp, layer.fwd_s + layer.bwd_s, logits_fwd_s + logits_bwd_s, mtp_s, train.pipeline_split)
     if share is not None:  # one GPU type of a heterogeneous system (cost/hetero.py)
         layers_stage, with_logits = share.layers_stage, share.with_logits
+        layers_first = layers_stage
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
-    params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_stage, etp)
+    params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_first, etp)
     return Context(
-        dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage,
+        dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage, layers_first=layers_first,
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
         grad_k=grad_k, grad_k_outer=grad_k_outer, local_sync=local_sync, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
@@ -173,5 +175,5 @@ def context(params, d, share: StageShare | None = None) -> Context:
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,
-        params_adapter=adapter_params_per_layer(model, train) * layers_stage / tp,
+        params_adapter=adapter_params_per_layer(model, train) * layers_first / tp,
         with_logits=with_logits, other_layers=other_layers, last_extra_s=last_extra_s)

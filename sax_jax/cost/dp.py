@@ -167,7 +167,7 @@ def dp_term(ctx, d, train, gpu):
     # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
     frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
     state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)
-    layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_stage * train.param_bytes
+    layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
     return Term(stage_s=stage_s, step_s=step_s, cross_bytes=_cross_bytes(ctx, sharding, grad_bytes, param_bytes,
                                                                           train, step_param_bytes),

@@ -26,18 +26,25 @@ def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
     return tokens_per_gpu * width * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
 
 
-def node_dedup_ratio(members, is_network, model):
-    """Copies of a token that cross the network with per-node dedup / without it, for routing spread evenly over
-    the EP group's n nodes (E experts, E / n per node, top_k distinct experts per token): a remote node receives
-    the token if any of its E / n experts is picked, probability 1 - q with q = C(E - E/n, k) / C(E, k)
-    (hypergeometric), so (n - 1)(1 - q) copies instead of k (n - 1) / n. 1 inside one node."""
-    n = jnp.maximum(jnp.max(jnp.where(is_network, members, 1.0)) / jnp.max(jnp.where(is_network, 1.0, members)), 1.0)
+def distinct_ratio(n, model):
+    """Copies of a token sent to distinct units / routed copies, for routing spread evenly over n units of the EP
+    group (E experts, E / n per unit, top_k distinct experts per token): a unit receives the token if any of its
+    E / n experts is picked, probability 1 - q with q = C(E - E/n, k) / C(E, k) (hypergeometric), so n (1 - q)
+    copies instead of k, the same ratio for the units other than the sender's. 1 for n = 1."""
+    n = jnp.maximum(n, 1.0)
     e, k = jnp.maximum(model.experts, 1.0), jnp.maximum(model.top_k, 1.0)
-    rest = e - e / n  # experts on the other nodes
+    rest = e - e / n  # experts on the other units
     log_q = (jax.scipy.special.gammaln(rest + 1.0) - jax.scipy.special.gammaln(jnp.maximum(rest - k, 0.0) + 1.0)
              - jax.scipy.special.gammaln(e + 1.0) + jax.scipy.special.gammaln(e - k + 1.0))
     q = jnp.where(rest >= k, jnp.exp(log_q), 0.0)
     return jnp.where(n > 1.0, n * (1.0 - q) / k, 1.0)
+
+
+def node_dedup_ratio(members, is_network, model):
+    """Copies of a token that cross the network with per-node dedup / without it (distinct_ratio over the EP
+    group's nodes): (n - 1)(1 - q) copies instead of k (n - 1) / n. 1 inside one node."""
+    return distinct_ratio(jnp.max(jnp.where(is_network, members, 1.0)) / jnp.max(jnp.where(is_network, 1.0, members)),
+                          model)
 
 
 def moe_layer_comm_s(k_ep, level_bytes, model, alpha_s, bw_Bps):
@@ -55,8 +62,11 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     if tables is None:  # an even spread over the group (all_to_all_s): (m_L - m_(L-1)) / m of S leaves through L
         below = jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])
         level_bytes = (members - below) / members[-1] * moe_alltoall_bytes(ctx.tokens_gpu, model)
-        level_bytes = level_bytes * jnp.where((train.ep_dedup > 0) & ctx.is_network,
-                                              node_dedup_ratio(members, ctx.is_network, model), 1.0)
+        # DeepEP / HybridEP also send a token once to each destination GPU, which sums its experts' outputs before
+        # the combine (DeepEP get_dispatch_layout: is_token_in_rank, one row per token and rank): over NVLink the
+        # copies go to the distinct GPUs of the group, not one per routed expert
+        level_bytes = level_bytes * jnp.where(train.ep_dedup > 0, jnp.where(
+            ctx.is_network, node_dedup_ratio(members, ctx.is_network, model), distinct_ratio(members[-1], model)), 1.0)
     else:
         # every token's top_k copies, the share crossing each level; the busiest receiver gets imbalance x the mean
         dispatched = moe_alltoall_bytes(ctx.tokens_gpu, model._replace(locality=0.0, imbalance=1.0))

@@ -103,7 +103,9 @@ def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
                                                     ctx.pp.members, ctx.pp.participants)
     steady_s = micro * (t_f + t_b)
     in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
-    kept_layers = ctx.layers_stage - offloaded_layers(train, ctx.layers_stage)  # the rest sit in host memory
+    # the first stage: the most microbatches in flight (with the embedding counted as a layer a middle stage
+    # holds one layer more and two chunks fewer in flight); offloaded layers sit in host memory
+    kept_layers = ctx.layers_first - offloaded_layers(train, ctx.layers_first)
     acts = in_flight * kept_layers * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
                                                                      model, train, gpu.gemm_input_bytes)
     # every hop carries each microbatch's activation forward and its gradient back, v times when interleaved
