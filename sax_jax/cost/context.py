@@ -160,6 +160,8 @@ def context(params, d, share: StageShare | None = None) -> Context:
         layers_first = layers_stage
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
+    # the first stage's weights: the most memory (with its microbatches in flight), and under 1F1B the stage whose
+    # last backward ends the step, so its gradient reduction is the one left exposed
     params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_first, etp)
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage, layers_first=layers_first,
