@@ -148,7 +148,7 @@ def test_b200_building_takes_more_layers_and_paces_less(hsc):
     d = hsc.baseline_design("production-optimized")
     h = params.hetero
     ctx = jax.vmap(lambda g, n: context(params._replace(hetero=None, gpu=g, net=n), d))(h.gpu, h.net)
-    layers, _ = layer_shares(ctx, d, h, params.model.layers)
+    layers, _, _ = layer_shares(ctx, d, h, params.model.layers)
     h100, b200 = (float(x) for x in layers)
     assert b200 > h100
     assert 4 * (h100 + b200) >= 126  # pp 8 over 2 buildings: 4 stages each hold all 126 layers

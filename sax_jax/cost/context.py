@@ -37,6 +37,7 @@ class StageShare(NamedTuple):
     that stage runs the output layer, microbatches per replica. Without it context derives today's split."""
     layers_stage: jax.Array
     with_logits: jax.Array
+    layers_first: jax.Array  # layers on its first stage (its memory)
     microbatches: jax.Array
 
 
@@ -156,8 +157,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
     layers_stage, with_logits, other_layers, layers_first = stage_layers(
         model.layers, pp, vpp, layer.fwd_s + layer.bwd_s, logits_fwd_s + logits_bwd_s, mtp_s, train.pipeline_split)
     if share is not None:  # one GPU type of a heterogeneous system (cost/hetero.py)
-        layers_stage, with_logits = share.layers_stage, share.with_logits
-        layers_first = layers_stage
+        layers_stage, with_logits, layers_first = share.layers_stage, share.with_logits, share.layers_first
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
     # the first stage's weights: the most memory (with its microbatches in flight), and under 1F1B the stage whose

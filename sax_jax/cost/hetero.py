@@ -86,17 +86,21 @@ def _across(ctx, group):
 
 
 def layer_shares(ctx, d, h: HeteroP, layers):
-    """(layers on the slowest stage, with_logits) per type [G] when the pipeline spans every building."""
+    """(layers on the slowest stage, with_logits, layers on the type's first stage: its memory) per type [G] when
+    the pipeline spans every building."""
     layer_s = ctx.layer.fwd_s + ctx.layer.bwd_s  # [G]
     extra_last = jnp.sum(h.last * ctx.last_extra_s)
     stages = d.pp / h.buildings * h.count  # [G]
     # even: today's split; the last type's decision (counted units or not) holds for the whole pipeline
     even_other = jnp.sum(h.last * ctx.other_layers)
-    even = (jnp.where(h.last > 0, ctx.layers_stage, even_other), jnp.where(h.last > 0, ctx.with_logits, 0.0))
+    # memory as on one GPU type: the pipeline's first stage (a middle stage with one layer more has fewer
+    # microbatches in flight; context.py)
+    even = (jnp.where(h.last > 0, ctx.layers_stage, even_other), jnp.where(h.last > 0, ctx.with_logits, 0.0),
+            ctx.layers_first)
     # speed: layers per stage proportional to 1 / t_layer, rounded up
     speed = 1.0 / layer_s
     q = jnp.ceil(layers * speed / jnp.sum(stages * speed) - 1e-6)
-    by_speed = (q, h.last)
+    by_speed = (q, h.last, q)
     # optimized: groups = each type's stages but the last, then the last stage (with the output layer)
     offset = jnp.concatenate([jnp.zeros_like(layer_s), extra_last[None]])
     slope = jnp.concatenate([layer_s, jnp.sum(h.last * layer_s)[None]])
@@ -104,10 +108,11 @@ def layer_shares(ctx, d, h: HeteroP, layers):
     c, _ = min_max_split(offset, slope, weight, layers)
     q_other, q_last = c[:-1], c[-1]
     last_slower = (q_last * layer_s + extra_last >= q_other * layer_s) | (stages - h.last <= 0.0)
-    opt = (jnp.where((h.last > 0) & last_slower, q_last, q_other), jnp.where((h.last > 0) & last_slower, 1.0, 0.0))
+    opt = (jnp.where((h.last > 0) & last_slower, q_last, q_other), jnp.where((h.last > 0) & last_slower, 1.0, 0.0),
+           jnp.where(stages - h.last > 0.0, q_other, q_last))
     pick = lambda i: jnp.select([d.layer_split == LayerSplit.SPEED, d.layer_split == LayerSplit.OPTIMIZED],
                                 [by_speed[i], opt[i]], even[i])
-    return pick(0), pick(1)
+    return pick(0), pick(1), pick(2)
 
 
 def batch_shares(ctx, d, h: HeteroP, gbs):
@@ -132,9 +137,10 @@ def hetero_step_time(params, d, step_time):
     x_pp = _across(first, first.pp)
     spans_all = (x_pp > h.buildings - 0.5) & (h.buildings > 1.5)
     local = (x_pp < 1.5) & (_across(first, first.tp) < 1.5) & (_across(first, first.cp) < 1.5)
-    layers_stage, with_logits = layer_shares(ctx, d, h, params.model.layers)
+    layers_stage, with_logits, layers_first = layer_shares(ctx, d, h, params.model.layers)
     share = StageShare(layers_stage=jnp.where(spans_all, layers_stage, ctx.layers_stage),
                        with_logits=jnp.where(spans_all, with_logits, ctx.with_logits),
+                       layers_first=jnp.where(spans_all, layers_first, ctx.layers_first),
                        microbatches=jnp.where(local, batch_shares(ctx, d, h, params.train.gbs), ctx.microbatches))
     costs = jax.vmap(lambda g, n, s: step_time(per_type(g, n), d, s))(h.gpu, h.net, share)
     return combine(costs, h)
