@@ -207,7 +207,7 @@ class TrainP(NamedTuple):
     mtp_layers: jnp.ndarray | float = 0.0
     offload_layers: jnp.ndarray | float = 0.0  # layers per GPU whose activations sit in host memory (cost/offload.py)
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
-    ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node (DeepEP / HybridEP dispatch)
+    ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node / GPU (DeepEP, HybridEP)
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
     graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)
     pipeline_split: jnp.ndarray | float = 0.0  # index into specs.PIPELINE_SPLITS (0 auto, 1 filled, 2 counted)

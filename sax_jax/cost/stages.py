@@ -46,13 +46,12 @@ def stage_layers(layers, pp, vpp, layer_s, logits_s, mtp_s=0.0, split=SPLIT_AUTO
     multi-token-prediction modules', which also run on the last stage. Megatron-Core's pipeline layouts count each
     MTP module as units of their own (Megatron-Bridge's DeepSeek-V3 layouts end in "...mL": MTP, loss), so the
     counted split moves ceil(mtp_s / layer_s) more layers off the last stage. split: Training.pipeline_split (auto
-    takes the faster of the two; a filled split cannot leave chunks empty, so pp x vpp > layers counts)."""
+    takes the faster of the two); pp x vpp > layers always counts (as before the filled split)."""
     extra = logits_s + mtp_s
     mtp_units = jnp.ceil(mtp_s / layer_s - 1e-6)
+    # the first stage holds the most layers, the last the output layer (one stage: both are all the layers)
     first, last = filled_chunks(layers, pp, vpp)
-    # one stage: it holds everything; else the first stage holds the most layers, the last the output layer
-    last = jnp.where(pp > 1.0, last, layers)
-    plain_last_slower = (last * layer_s + extra >= first * layer_s) | (pp <= 1.0)
+    plain_last_slower = last * layer_s + extra >= first * layer_s
     t_plain = jnp.where(plain_last_slower, last * layer_s + extra, first * layer_s)
     plain = jnp.where(plain_last_slower, last, first)
     # last stage: counted - 1 - mtp_units layers + logits + MTP; the first counted - 1 + the embedding
