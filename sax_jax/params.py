@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .cost.compute import ROPE_EAGER_BYTES_PER_ELEMENT
 from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
@@ -92,6 +93,7 @@ class ModelP(NamedTuple):
     v_head_dim: jnp.ndarray  # per-head width of the PV product
     window: jnp.ndarray  # keys a query of a sliding-window layer sees (0: no windowed layers)
     window_fraction: jnp.ndarray  # fraction of the layers with windowed attention
+    rope_scaled: jnp.ndarray  # 1 if the rotary cos/sin carry a YaRN attention factor other than 1
     # blocks (specs.HybridSpec): share of the layers with attention / an MLP or MoE / a Mamba-2 mixer; a
     # transformer has (1, 1, 0)
     attn_fraction: jnp.ndarray
@@ -127,6 +129,9 @@ class GpuP(NamedTuple):
     moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
     dp_per_layer: jnp.ndarray | float = 0.0  # 1: the framework issues one dp collective per layer (Framework.dp_calls)
     host_Bps: jnp.ndarray | float = 0.0  # GPU <-> host bandwidth per direction (activation offloading); 0: not given
+    # HBM bytes per rotated query/key element of a YaRN-scaled RoPE the framework cannot fuse (Framework.
+    # fused_scaled_rope, compute.ROPE_EAGER_BYTES_PER_ELEMENT); 0 where it fuses it
+    rope_eager_bytes: jnp.ndarray | float = 0.0
 
 
 class NetP(NamedTuple):
@@ -259,6 +264,7 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         locality=moe.locality if moe else 0.0, expert_slots=1.0, **_mla_values(m),
         window=m.sliding_window.window if m.sliding_window else 0,
         window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0,
+        rope_scaled=float(m.rope_attention_factor != 1.0),
         **_block_values(m))
 
 
@@ -303,7 +309,8 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
-        dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9)
+        dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
+        rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

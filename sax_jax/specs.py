@@ -84,6 +84,7 @@ RANGES = {
         "head_dim": Range(1, 100_000, True, why="per-head width"),
         "ffn": Range(1, 10_000_000, True, why="MLP intermediate width"),
         "vocab": Range(1, 100_000_000, True, why="vocabulary size"),
+        "rope_attention_factor": Range(0.01, 100, why="YaRN attention factor on the rotary cos/sin (1: plain RoPE)"),
     },
     "moe": {
         "experts": Range(1, 100_000, True), "top_k": Range(1, 100_000, True),
@@ -422,6 +423,10 @@ class ModelSpec:
     mla: MLASpec | None = None  # multi-head latent attention instead of GQA (heads, kv_heads, head_dim unused)
     sliding_window: SlidingWindowSpec | None = None  # local attention in some layers
     hybrid: HybridSpec | None = None  # Mamba-2 / attention / MLP / MoE blocks instead of transformer layers
+    # YaRN's attention (concentration) factor, which scales the rotary cos and sin (Peng et al. 2023, "YaRN",
+    # section 3.4: 0.1 ln(s) + 1 for a context extension s; Megatron-Core _yarn_get_mscale); 1: plain RoPE or none.
+    # Megatron-Core's fused RoPE cannot apply it and runs the eager one instead (Framework.fused_scaled_rope)
+    rope_attention_factor: float = 1.0
 
     def validate(self, file=None):
         _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
@@ -435,6 +440,10 @@ class ModelSpec:
                    f"must be below layers={self.layers}", "leave at least one MoE layer", file=file)
         if self.mla is not None:
             self.mla.validate(file)
+            _check(self.rope_attention_factor == 1.0, "rope_attention_factor", self.rope_attention_factor,
+                   "is not modelled for multi-head latent attention",
+                   "MLA folds YaRN's factor into the softmax scale (DeepSeek-V3: mscale = mscale_all_dim): leave 1",
+                   file=file)
         if self.sliding_window is not None:
             self.sliding_window.validate(file)
             _check(self.sliding_window.layers <= self.layers, "sliding_window.layers", self.sliding_window.layers,
@@ -787,6 +796,11 @@ class Framework:
     expert_gemm_us: float = 0.0
     moe_host_us: float = 0.0
     dp_calls: str = "buckets"
+    # whether its fused rotary-embedding kernel also applies a YaRN attention factor other than 1
+    # (ModelSpec.rope_attention_factor). Megatron-Core's does not: apply_rotary_pos_emb falls back to the eager
+    # PyTorch RoPE when mscale != 1 (models/common/embeddings/rope_utils.py: "mscale ... is not supported by TE's
+    # fused RoPE. Using unfused implementation."), which GPT-OSS's YaRN (factor 32, mscale 1.347) always takes
+    fused_scaled_rope: bool = False
     description: str = ""
 
     def validate(self, file=None):

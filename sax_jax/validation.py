@@ -517,7 +517,9 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
             raise CaseError(file, n, col, cell, f"disagrees with {os.path.relpath(path, CONFIGS)} ({attr} = {obj})")
     # a hybrid model's MoE blocks carry widths the CSV has no columns for (shared-expert width, LatentMoE)
     moe = spec.moe if spec.hybrid is not None else model.moe
-    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window, hybrid=spec.hybrid, moe=moe)
+    # so does the rotary embedding's YaRN scaling (GPT-OSS)
+    return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window, hybrid=spec.hybrid, moe=moe,
+                               rope_attention_factor=spec.rope_attention_factor)
 
 
 def _model_file(row, features, file, n, rid, ds) -> S.ModelSpec:

@@ -12,11 +12,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
 DEFAULT = os.path.join(CONFIGS, "scenarios", "default.yaml")
 
-# The CLI turns on JAX's persistent compilation cache (commands/sweep.py). CLI runs in subprocesses keep it, in a
-# directory of this test session, so the suite neither fills the user's ~/.cache nor shares cache files with another
-# process; CLI runs inside the pytest process leave it off (their programs stay in memory, then are released below).
+# One persistent compilation cache for the whole test session, in a directory of its own (the suite neither fills the
+# user's ~/.cache nor shares cache files with another process). Modules drop their compiled programs (below), and many
+# compile the same step model again at the same shapes: from the cache those recompiles are a file read. CLI runs in
+# subprocesses inherit the directory through SAX_COMPILE_CACHE_DIR; in-process ones find it already configured.
 if not (os.environ.get("SAX_COMPILE_CACHE_DIR") or os.environ.get("JAX_COMPILATION_CACHE_DIR")):
     os.environ["SAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="sax-test-xla-")
+jax.config.update("jax_compilation_cache_dir",
+                  os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.environ["SAX_COMPILE_CACHE_DIR"])
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -28,18 +31,6 @@ def _release_compiled_programs():
     session fixtures' few programs."""
     yield
     jax.clear_caches()
-
-
-@pytest.fixture(autouse=True, scope="session")
-def _no_persistent_cache_in_process():
-    from sax_jax.commands import report, sensitivity, study, sweep
-    mods = (report, sensitivity, study, sweep)
-    saved = [m.setup_compile_cache for m in mods]
-    for m in mods:
-        m.setup_compile_cache = lambda jax, enabled=True: None
-    yield
-    for m, f in zip(mods, saved):
-        m.setup_compile_cache = f
 
 
 @pytest.fixture(scope="session")

@@ -229,6 +229,67 @@ def test_validation_maps_sliding_window_rows_to_the_model_files():
     assert not any("sliding-window" in u.reason or "window" in u.reason for u in loaded.unsupported)
 
 
+def _scenario_with(model=None, framework=None):
+    import dataclasses
+    import sax_jax as sx
+    from sax_jax.config import load_frameworks
+    sc = sx.load_scenario(os.path.join(configs_dir(), "scenarios", "default.yaml"))
+    if model is not None:
+        sc = dataclasses.replace(sc, model=model)
+    if framework is not None:
+        fw = load_frameworks()[framework]
+        sc = dataclasses.replace(sc, training=dataclasses.replace(sc.training, framework=fw))
+    return sc
+
+
+def test_yarn_scaled_rope_runs_eager_under_megatron_hand_derived():
+    """GPT-OSS's YaRN factor (0.1 ln 32 + 1) makes Megatron-Core run the eager RoPE: 24 bytes per rotated query/key
+    element forward (compute.ROPE_EAGER_BYTES_PER_ELEMENT), 1.2x that backward, on top of the same layer with
+    plain RoPE; torchtitan (torch.compile) fuses it."""
+    import dataclasses
+    from sax_jax.cost.compute import MEMORY_BWD_RATIO, layer_times
+    from sax_jax.params import build_params
+    oss = bundled_model("gpt-oss-120b")
+    assert oss.rope_attention_factor == pytest.approx(0.1 * np.log(32.0) + 1.0, abs=5e-4)
+    plain = dataclasses.replace(oss, rope_attention_factor=1.0)
+
+    def times(model, framework=None, tp=1.0):
+        p = build_params(_scenario_with(model, framework), jnp.float64)
+        return layer_times(tp, 1.0, 2.0, p.train.seq, p.model, p.gpu, p.train), p
+
+    for tp, kv_per_rank in ((1.0, 8.0), (16.0, 1.0)):  # 8 key heads: at TP 16 each rank keeps one whole
+        yarn, p = times(oss, tp=tp)
+        base, _ = times(plain, tp=tp)
+        seq = float(p.train.seq)
+        rotated = (64.0 / tp + kv_per_rank) * 64.0  # query heads + key heads on the rank, 64 wide
+        want_s = 24.0 * 2.0 * seq * rotated / (float(p.gpu.hbm_Bps) * float(p.gpu.memory_bound))
+        np.testing.assert_allclose(float(yarn.fwd_s - base.fwd_s), want_s, rtol=1e-9)
+        np.testing.assert_allclose(float(yarn.bwd_s - base.bwd_s), MEMORY_BWD_RATIO * want_s, rtol=1e-9)
+        assert float(yarn.linear_fwd_s) == float(base.linear_fwd_s)  # no GEMM work
+    fused, _ = times(oss, "torchtitan")
+    fused_plain, _ = times(plain, "torchtitan")
+    assert float(fused.fwd_s) == float(fused_plain.fwd_s) and float(fused.bwd_s) == float(fused_plain.bwd_s)
+
+
+def test_validation_rows_take_the_rope_factor_from_the_model_file_and_mla_refuses_one(tmp_path):
+    loaded = V.load_all()
+    oss = [c for c in loaded.cases if c.scenario.model.name == "gpt-oss-120b"]
+    assert oss and all(c.scenario.model.rope_attention_factor == 1.347 for c in oss)
+    assert all(c.scenario.model.rope_attention_factor == 1.0 for c in loaded.cases
+               if c.scenario.model.name != "gpt-oss-120b")
+    base = open(os.path.join(MODELS, "deepseek-v3.yaml")).read()
+    bad = tmp_path / "mla.yaml"
+    bad.write_text(base + "\nrope_attention_factor: 1.3\n")
+    with pytest.raises(S.ConfigError) as e:
+        load_model(str(bad))
+    assert "mla.yaml" in str(e.value) and "rope_attention_factor" in str(e.value) and "1.3" in str(e.value)
+    bad.write_text(open(os.path.join(MODELS, "gpt-oss-120b.yaml")).read().replace("rope_attention_factor: 1.347",
+                                                                                   "rope_attention_factor: 0"))
+    with pytest.raises(S.ConfigError) as e:
+        load_model(str(bad))
+    assert "rope_attention_factor" in str(e.value)
+
+
 # ------------------------------------------------------------------------------------------------- LoRA
 def _lora_scenario(rank):
     import dataclasses

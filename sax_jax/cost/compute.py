@@ -49,6 +49,15 @@ MEMORY_BWD_RATIO = 1.2
 # Williams et al. 2009). As large GEMMs the small-h Narayanan runs (h = 2304, 24 heads, mbs 16) came out
 # too fast and the fit bent memory_bound to 0.5 to compensate, which slowed every other memory-bound kernel.
 SCORE_GEMM_BYTES = 2.0
+# Eager rotary embedding (Megatron-Core rope_utils._apply_rotary_pos_emb_bshd, taken when the cos/sin carry a YaRN
+# attention factor its fused kernel cannot apply: Framework.fused_scaled_rope), per 16-bit query/key element,
+# forward: t * cos (read + write: 4 bytes), rotate_half's negation of one half and the concatenation (2 + 4),
+# * sin (4), the sum (6), the concatenation with the unrotated rest (4) = 24 bytes, where the fused kernel reads
+# and writes once (4, part of ELEMENTWISE_BYTES_PER_H's count). Its autograd backward moves about as many (two
+# products, the negation, the gather of the halves, the sum of the two branches and the slice's zero fill: ~26),
+# charged with MEMORY_BWD_RATIO like every elementwise kernel. The cos/sin tables ([s, d], computed per call) are
+# b x heads times smaller.
+ROPE_EAGER_BYTES_PER_ELEMENT = 24.0
 # Logits: fused cross-entropy reads and writes fp32 logits (~12 bytes per element forward).
 LOGIT_BYTES_PER_ELEMENT = 12.0
 # Grouped GEMMs of an MoE layer's local experts: Transformer Engine's GroupedLinear (Megatron-Core TEGroupedMLP)
@@ -235,6 +244,10 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
                            + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t
                            + moe_permute_bytes_per_token(model) / sp_split)
+    # eager RoPE on this GPU's query heads and key heads (a GQA key head shared by more TP ranks than there are key
+    # heads is replicated on each); zero unless the model's RoPE is YaRN-scaled and the framework cannot fuse that
+    rotated = (model.heads / t + jnp.maximum(model.kv_heads / t, 1.0)) * model.head_dim * model.attn_fraction
+    elem_bytes = elem_bytes + model.rope_scaled * g.rope_eager_bytes * tokens * rotated
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
     # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
     # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
