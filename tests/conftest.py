@@ -1,4 +1,6 @@
+import atexit
 import os
+import shutil
 import tempfile
 
 import jax
@@ -18,6 +20,7 @@ DEFAULT = os.path.join(CONFIGS, "scenarios", "default.yaml")
 # subprocesses inherit the directory through SAX_COMPILE_CACHE_DIR; in-process ones find it already configured.
 if not (os.environ.get("SAX_COMPILE_CACHE_DIR") or os.environ.get("JAX_COMPILATION_CACHE_DIR")):
     os.environ["SAX_COMPILE_CACHE_DIR"] = tempfile.mkdtemp(prefix="sax-test-xla-")
+    atexit.register(shutil.rmtree, os.environ["SAX_COMPILE_CACHE_DIR"], ignore_errors=True)
 jax.config.update("jax_compilation_cache_dir",
                   os.environ.get("JAX_COMPILATION_CACHE_DIR") or os.environ["SAX_COMPILE_CACHE_DIR"])
 
