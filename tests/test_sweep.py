@@ -256,7 +256,7 @@ def _cli(args, env=None, **kw):
 
 
 def _env(cache_dir, devices=1):
-    env = dict(os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # piped: the 120-column default
     env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
@@ -282,12 +282,24 @@ def test_text_report(small, small_result, cache_dir):
     assert "top 12 by step_time_s" in out
     best = ref["top"][0]
     assert f"{best['tokens_per_s']:,.0f}" in out
-    assert sum(line.startswith("│") for line in out.splitlines()) == 12  # one table row per design
+    # one table row per design (a design value too wide for its column folds onto a line with an empty "#")
+    assert sum(line.startswith("│") and line[1:].split("│")[0].strip() != "" for line in out.splitlines()) == 12
     for name, recs in ref["pareto"].items():
         assert f"Pareto front {name}: {len(recs)} points" in out
     assert "best vs baseline first-options" in out
     assert f"best step time {fmt_time(best['step_time_s'])}: 80% band [" in out
     assert f"near-optimal: {ref['near_optimal']['n']} of the top 12 tie with the best" in out
+
+
+def test_numbers_stay_whole_on_a_narrow_terminal(small, small_result, cache_dir):
+    """At 50 columns the design columns fold; the numbers are never cut to '164,41...'."""
+    env = dict(_env(cache_dir), COLUMNS="50")
+    p = _cli([small, "--top", "3", "--chunk", "4096", "--no-progress"], env=env)
+    out, err = p.communicate(timeout=300)
+    assert p.returncode == 0, err
+    for r in small_result[0]["top"][:3]:
+        assert f"{r['tokens_per_s']:,.0f}" in out and f"{100 * r['mfu']:.1f}%" in out
+    assert not any("\u2026" in line for line in out.splitlines() if line.startswith("\u2502"))  # no cut cell
 
 
 def test_kill_and_resume_identical(small, small_result, cache_dir, tmp_path):

@@ -130,21 +130,24 @@ def print_result(result, console: Console, space=None) -> None:
     kind = "distinct values of " if result.distinct else ""
     tab = Table(title=f"top {len(result.top)} by {kind}{result.objective}")
     good = result.objective == "goodput_tokens_per_s"
-    for col in ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB") + (("goodput", "ETTR") if good else ()):
-        tab.add_column(col, justify="right")
-    for ax in differ:
-        tab.add_column(ax, justify="left")
+    numeric = ("#", "step time", "tokens/s", "MFU", "mem/GPU GiB", "x-bldg TB") + (("goodput", "ETTR") if good else ())
     # enough decimals that different step times never print alike (twins differing in the 4th digit are common)
     times = [r["step_time_s"] for r in result.top]
     digits = 3
     while digits < 6 and len({f"{t:.{digits}f}" for t in times}) < len(set(times)):
         digits += 1
     show = lambda t: f"{t:.{digits}f} s" if 1 <= t < float("inf") else fmt_time(t)  # noqa: E731
-    for i, r in enumerate(result.top):
-        tab.add_row(str(i + 1), show(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
-                    f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}",
-                    *((f"{r['goodput_tokens_per_s']:,.0f}", f"{100 * r['ettr']:.1f}%") if good else ()),
-                    *[str(r["design"][ax]) for ax in differ])
+    rows = [(str(i + 1), show(r["step_time_s"]), f"{r['tokens_per_s']:,.0f}", f"{100 * r['mfu']:.1f}%",
+             f"{r['memory_bytes'] / 2**30:.1f}", f"{r['cross_building_bytes'] / 1e12:.3f}",
+             *((f"{r['goodput_tokens_per_s']:,.0f}", f"{100 * r['ettr']:.1f}%") if good else ()),
+             *[str(r["design"][ax]) for ax in differ]) for i, r in enumerate(result.top)]
+    # numbers are never cut ("164,41..."): on a narrow terminal the design columns fold onto more lines instead
+    for j, col in enumerate(numeric):
+        tab.add_column(col, justify="right", no_wrap=True, min_width=max([len(row[j]) for row in rows], default=1))
+    for ax in differ:
+        tab.add_column(ax, justify="left", overflow="fold")
+    for row in rows:
+        tab.add_row(*row)
     if shared:
         console.print("all listed designs: " + ", ".join(f"{ax}={designs[0][ax]}" for ax in shared))
     console.print(tab)
