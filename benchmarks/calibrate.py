@@ -182,12 +182,19 @@ MEANING = {
 }
 
 
-def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None):
+# Boards of the same silicon at other power or memory (their peaks differ, the achieved fractions do not): a fit of
+# the key writes the same constants into each of them, so they never drift apart.
+SAME_SILICON = {"H100-SXM-80GB": ("H100-GT-96GB",)}
+
+
+def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None, copy_of=None):
     """Rewrite only the efficiency block's values and comments, keeping the rest of the file."""
     path = os.path.join(V.CONFIGS, "hardware", f"{gpu_name}.yaml")
     text = open(path).read()
     how = how or (f"benchmarks/calibrate.py: one least-squares fit on {len(fit_ids)} runs ({', '.join(fit_ids)}), "
                   f"rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
+    if copy_of:
+        how = f"{copy_of}'s fit, copied (same silicon; nothing fitted on this board): {how}"
     text = re.sub(r"(\n  status: )\S+.*", lambda m: f"{m.group(1)}calibrated         # {how}", text)
     for n in NAMES:
         v = vals[n]
@@ -202,10 +209,10 @@ def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None):
 # split of the datasets that run on that framework. Attention-kernel ratios a GPU YAML cannot cite are fitted with
 # them: (GPU, kernel) -> the prior the ridge pulls toward (the YAML's current derived value).
 FIT_KERNELS = {("H100-SXM-80GB", "triton"): 0.30}
-# Frameworks fitted. torchtitan is not: its runs are confounded by things a framework constant must not absorb
-# (the H100 rows ran on Grand Teton H100s with 96 GB HBM2e at a 500 W power limit, and its op-level / layer-level
-# selective checkpointing is approximated as Megatron's attention-only recompute); fitted on them, the
-# elementwise factor came out 3.4x, which no compiled (fused) stack moves.
+# Frameworks fitted. torchtitan is not: its op-level / layer-level selective checkpointing is approximated as
+# recompute "half", and its eager and compiled runs share one framework entry; fitted on its runs (before their
+# 500 W HBM2e board had its own hardware file, H100-GT-96GB) the elementwise factor came out 3.4x, which no
+# compiled (fused) stack moves.
 FIT_FRAMEWORKS = ("composer-fsdp",)
 FRAMEWORK_NAMES = ("elementwise_bytes_factor", "layer_overhead_us")
 FRAMEWORK_PRIOR = {"elementwise_bytes_factor": 1.0, "layer_overhead_us": 1.0}  # Megatron-TE's (overhead: log prior)
@@ -319,6 +326,8 @@ def fit_frameworks(cases, write):
             for key, x in kernels.items():
                 g, k = key.split(":")
                 write_kernel(g, k, x, name, len(fc))
+                for twin in SAME_SILICON.get(g, ()):
+                    write_kernel(twin, k, x, name, len(fc))
     return out
 
 
@@ -561,12 +570,17 @@ def main(argv=None):
             if c.id in split and c.id not in subset.setdefault(c.scenario.system.gpu.name, []):
                 subset[c.scenario.system.gpu.name].append(c.id)
     out = {"fit": {}, "errors": {}}
+    twins = {t for ts in SAME_SILICON.values() for t in ts}
     for gpu_name, fit_ids in subset.items():
+        if gpu_name in twins:  # their constants are the key board's fit (SAME_SILICON)
+            continue
         gcases = [c for c in cases if c.scenario.system.gpu.name == gpu_name]
         vals, free, rms = fit_gpu(gpu_name, gcases, set(fit_ids))
         out["fit"][gpu_name] = {"values": vals, "fitted": free, "fit_cases": fit_ids, "rms_rel_error": rms}
         if args.write:
             write_yaml(gpu_name, vals, free, fit_ids, rms)
+            for twin in SAME_SILICON.get(gpu_name, ()):
+                write_yaml(twin, vals, free, fit_ids, rms, copy_of=gpu_name)
     if args.write:  # re-run the validation with what was written
         V._FRAMEWORKS.clear()
         res = V.validate()

@@ -132,6 +132,7 @@ class GpuP(NamedTuple):
     # HBM bytes per rotated query/key element of a YaRN-scaled RoPE the framework cannot fuse (Framework.
     # fused_scaled_rope, compute.ROPE_EAGER_BYTES_PER_ELEMENT); 0 where it fuses it
     rope_eager_bytes: jnp.ndarray | float = 0.0
+    sm_share: jnp.ndarray | float = 0.0  # 1 / SMs: the compute one SM's worth of communication kernel takes
 
 
 class NetP(NamedTuple):
@@ -310,7 +311,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
         dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
-        rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT)
+        rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

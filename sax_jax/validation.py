@@ -92,12 +92,15 @@ APPROXIMATED_FEATURES = {
               "the same matmul FLOPs, plus the attention core of half the layers",
     "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
                  "modelled as recompute 'half'; exact up to the stage's layer split",
-    "h100-96gb": "Meta Grand Teton H100 (96 GB HBM2e, 500 W power limit) is modelled as H100-SXM-80GB",
 }
+# `features` that name the board a run used when its `gpu` column gives the stock part: the row is evaluated on the
+# named hardware file. torchtitan's Grand Teton H100s run at 500 W with HBM2e (configs/hardware/H100-GT-96GB.yaml).
+GPU_VARIANT_FEATURES = {"h100-96gb": "H100-GT-96GB"}
 # torchtitan's selective activation checkpointing (both policies): recompute "half" (space.Recompute)
 SAC_FEATURES = {"sac-op", "sac-layer"}
 # The GPU's standard cluster: node and building latencies (and the fabric) of its reference system.
-STANDARD_CLUSTER = {"A100-SXM-80GB": "selene-a100.yaml", "H100-SXM-80GB": "h100-building.yaml"}
+STANDARD_CLUSTER = {"A100-SXM-80GB": "selene-a100.yaml", "H100-SXM-80GB": "h100-building.yaml",
+                    "H100-GT-96GB": "h100-building.yaml"}
 DEFAULT_LATENCY_US = (3.0, 8.0)  # NVSwitch and a 3-tier fat tree incl. NCCL software (configs/systems)
 
 
@@ -334,7 +337,8 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if row.get("exclude", ""):
         raise Unsupported(file, n, rid, ds or "(none)", row["exclude"], excluded=True)
     feats = [f.strip() for f in row.get("features", "").split(";") if f.strip()]
-    known_features = {**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES, **MODEL_FILE_FEATURES, **RUN_FEATURES}
+    known_features = {**UNSUPPORTED_FEATURES, **APPROXIMATED_FEATURES, **MODEL_FILE_FEATURES, **RUN_FEATURES,
+                      **GPU_VARIANT_FEATURES}
     unknown = [f for f in feats if f not in known_features]
     if unknown:
         raise CaseError(file, n, "features", unknown[0], "unknown feature; known: " + ", ".join(sorted(known_features)))
@@ -372,6 +376,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         v["recompute"] = "half"  # torchtitan's selective AC recomputes about half the forward (space.Recompute)
     if v["precision"] not in S.PRECISIONS:
         raise CaseError(file, n, "precision", v["precision"], f"use one of {', '.join(S.PRECISIONS)}")
+    variant = [GPU_VARIANT_FEATURES[f] for f in feats if f in GPU_VARIANT_FEATURES]
+    if variant and variant[0] != v["gpu"]:
+        filled.append(f"gpu={variant[0]} (feature; the gpu column says {v['gpu']})")
+        v["gpu"] = variant[0]
     if gpu is None:
         path = os.path.join(CONFIGS, "hardware", f"{v['gpu']}.yaml")
         if gpus is not None and path in gpus:

@@ -68,3 +68,64 @@ def test_tcp_over_a_lossy_wan_is_loss_limited_per_socket():
     no_loss = net._replace(loss=one(0.0))
     _, _, cap0 = level_factors(no_loss, tr, ecmp_table(no_loss), 0, jnp.float32(0), jnp.float32(0))
     assert float(cap0[0]) == pytest.approx(8 * 6 * 2**20 / 0.02, rel=1e-5)
+
+
+def test_tp_collectives_hide_each_under_the_gemm_te_pairs_it_with():
+    """Transformer Engine's userbuffers methods, by hand. One AG or RS takes c = 1 ms; the sub-layer's
+    column-parallel GEMM (QKV) 2 ms, its row-parallel GEMM (projection) 0.5 ms; tp 8; one SM is 1% of the GPU.
+    Forward: the ring-exchange AG hides under 7/8 of the 2 ms GEMM (1 SM: 0.01 x 1 ms); the pipelined RS (4 splits)
+    under 3/4 of the 0.5 ms GEMM: max(1 - 0.375, 0.25) = 0.625 ms exposed, 16 SMs x 0.375 ms hidden.
+    Backward: the ring-exchange AG of the output gradient under 7/8 of the 0.5 ms dgrad: 0.5625 ms exposed,
+    1 SM x 0.4375 ms; two bulk collectives (AG of the saved input, RS of the input gradient) under the 2 ms dgrad
+    and wgrad: hidden, 16 SMs x 1 ms each."""
+    from sax_jax.cost.tensor_parallel import _sublayer_s
+    fwd, bwd = _sublayer_s(1.0, 2.0, 2.0, 0.5, 8.0, True, True, 0.01)
+    assert float(fwd) == pytest.approx(0.01 * 1.0 + 0.625 + 0.16 * 0.375, rel=1e-6)
+    assert float(bwd) == pytest.approx(0.5625 + 0.01 * 0.4375 + 2 * 0.16 * 1.0, rel=1e-6)
+    # not overlapped: every collective whole (forward AG + RS, backward three)
+    fwd0, bwd0 = _sublayer_s(1.0, 2.0, 2.0, 0.5, 8.0, True, False, 0.01)
+    assert (float(fwd0), float(bwd0)) == (2.0, 3.0)
+    # GEMMs far longer than the communication: only the pipelined RS's last split (c/4) stays exposed
+    fwd_big, bwd_big = _sublayer_s(1.0, 2.0, 100.0, 100.0, 8.0, True, True, 0.0)
+    assert (float(fwd_big), float(bwd_big)) == (pytest.approx(0.25), pytest.approx(0.0))
+
+
+def test_tp_overlap_needs_sequence_parallelism():
+    """Megatron-LM refuses --tp-comm-overlap without --sequence-parallel: the all-reduces stay whole."""
+    from sax_jax.cost.tensor_parallel import _sublayer_s
+    on = _sublayer_s(1.0, 2.5, 5.0, 5.0, 8.0, False, True, 0.01)
+    off = _sublayer_s(1.0, 2.5, 5.0, 5.0, 8.0, False, False, 0.01)
+    assert [float(x) for x in on] == [float(x) for x in off] == [2.5, 2.5]
+
+
+def test_tp_windows_are_the_layer_gemms_one_by_one(default_params):
+    """The per-collective windows (QKV, projection, FC1, FC2) add up to the layer's forward GEMM time, plus one
+    small-GEMM cost for the MLP timed as two GEMMs instead of one; for SwiGLU FC1 is twice FC2."""
+    from sax_jax.cost.compute import layer_times
+    p = default_params
+    lt = layer_times(8.0, 2.0, 1.0, p.train.seq, p.model, p.gpu, p.train)
+    g = lt.tp_gemms
+    one_call = float(p.gpu.gemm_half_flops / (p.gpu.peak_flops * p.gpu.gemm_max))
+    total = float(g.attn_in + g.attn_out + g.mlp_in + g.mlp_out)
+    assert total == pytest.approx(float(lt.linear_fwd_s) + one_call, rel=1e-5)
+    assert float(g.mlp_in - one_call) == pytest.approx(2.0 * float(g.mlp_out - one_call), rel=1e-5)
+    assert float(g.mamba_in) == float(g.mamba_out) == 0.0
+
+
+def test_tp_overlap_costs_time_at_tp_8_on_h100(default_scenario):
+    """Llama 3 405B, bf16, tp 8 inside the H100 node, sequence parallel, --tp-comm-overlap: per layer and
+    microbatch at least the four pipelined reduce-scatters' last splits (forward and recompute-free: 2 per layer)
+    stay exposed, so overlapped TP is cheaper than exposed TP but never free."""
+    d_on = default_scenario.baseline_design("production", {"overlap": "dp+tp"})
+    d_off = default_scenario.baseline_design("production", {"overlap": "dp"})
+    params = sx.build_params(default_scenario)
+    on = float(sx.evaluate(default_scenario, d_on, params).breakdown.tp[0])
+    off = float(sx.evaluate(default_scenario, d_off, params).breakdown.tp[0])
+    assert 0.0 < on < off
+    # the floor: 2 RS per layer x c/4, c = half a ring all-reduce of one microbatch's activation
+    from sax_jax.cost import collectives as coll
+    from sax_jax.cost.context import context
+    ctx = context(params, default_scenario.space.design(default_scenario.baselines["production"]))
+    c = 0.5 * coll.ring_allreduce_s(ctx.tp.participants, ctx.act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps)
+    floor = float(ctx.microbatches * ctx.layers_stage * 2 * c / 4)
+    assert on >= floor

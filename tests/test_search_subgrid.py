@@ -97,8 +97,10 @@ def test_population_in_chunks_equals_one_batch(scenarios):
 
 @pytest.mark.parametrize("method", ["de", "relaxed"])
 def test_search_reaches_the_sweeps_exact_optimum(scenarios, truths, method):
-    """At 5% of each 1.24M space, sub-grid searches end on the sweep's exact optimum."""
-    budget = 62_200
+    """At 7.5% of each 1.24M space, sub-grid searches end on the sweep's exact optimum. (5% sufficed until TP
+    communication hid only under its own GEMMs: Llama 3 8B's optimum, TP 4 CP 2 PP 2 interleaved, then gained
+    neighbours within 2%, and DE with seed 0 stopped 1.8% short at 5%.)"""
+    budget = 93_300
     for sc, truth in zip(scenarios, truths):
         pb = scenario_problem(sc, inner_max=150)
         r = evolve(pb, "de", budget=budget, seed=0) if method == "de" else relaxed_search(pb, budget=budget, seed=0)

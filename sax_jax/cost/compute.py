@@ -176,11 +176,25 @@ def model_flops_per_sequence(seq, model):
     return 3.0 * (model.layers * (qkv + proj + mlp + attn + m_gemm + m_scan) + logits)
 
 
+class TpGemms(NamedTuple):
+    """Forward seconds of the GEMMs a sub-layer's tensor-parallel collectives overlap with, for one instance of the
+    sub-layer (not averaged over the layers), one microbatch, one GPU: ``*_in`` is the column-parallel GEMM its
+    input all-gather feeds (QKV, FC1, Mamba in_proj), ``*_out`` the row-parallel GEMM its reduce-scatter follows
+    (attention projection, FC2, out_proj). 0 where the model has no such sub-layer."""
+    attn_in: jnp.ndarray
+    attn_out: jnp.ndarray
+    mlp_in: jnp.ndarray
+    mlp_out: jnp.ndarray
+    mamba_in: jnp.ndarray
+    mamba_out: jnp.ndarray
+
+
 class LayerTimes(NamedTuple):
     """Seconds of one layer for one microbatch on one GPU."""
     fwd_s: jnp.ndarray
     bwd_s: jnp.ndarray
-    linear_fwd_s: jnp.ndarray  # the GEMMs of the forward (the window TP communication can hide under)
+    linear_fwd_s: jnp.ndarray  # the GEMMs of the forward
+    tp_gemms: TpGemms  # the same GEMMs one by one: what each TP collective can hide under (cost/tensor_parallel.py)
     attn_fwd_s: jnp.ndarray  # the attention core of the forward (the window of ring attention)
     weight_grad_s: jnp.ndarray  # the weight-gradient GEMMs of the backward (what zero-bubble defers)
     recompute_selective_s: jnp.ndarray  # what selective recompute adds (the attention core again)
@@ -295,11 +309,37 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f
                    + (1.0 - train.rc_moe) * (train.rc_moe_act * moe_act_f + train.rc_shared * shared_f)
                    + train.rc_norm * norm_f + train.rc_mla_up * mla_up_f)
-    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f + m_gemm_f, attn_fwd_s=attn_f,
+    return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f + m_gemm_f, tp_gemms=tp_gemms(qkv, proj, mlp, m_gemm,
+                                                           rep, model, gt), attn_fwd_s=attn_f,
                       weight_grad_s=(linear_f + m_gemm_f) * trained + adapter_f, recompute_selective_s=recompute_s)
 
 
 NORM_BYTES_PER_H = 8.0  # the two norms' share of ELEMENTWISE_BYTES_PER_H
+
+
+def tp_gemms(qkv, proj, mlp, m_gemm, rep, model, gt) -> TpGemms:
+    """Per-instance forward GEMM seconds of each sub-layer's input and output linear (TpGemms). The FLOP arguments
+    are layer averages (layer_flops, mamba_flops: weighted by the share of layers that have the sub-layer), so
+    each is divided by that share first; ``gt`` times FLOPs on one GPU (tp x cp split)."""
+    def per(x, share):
+        return jnp.where(share > 0, x / jnp.where(share > 0, share, 1.0), 0.0)
+
+    def time(fl):
+        return jnp.where(fl > 0, gt(fl), 0.0)
+
+    af, mf, bf = model.attn_fraction, model.mlp_fraction, model.mamba_fraction
+    # MLA: the gather of the latent feeds the up projections only; the replicated down projections run before it
+    # and cannot hide it (qkv is weighted by af, rep is not: MLA models have no hybrid blocks)
+    attn_in = time(per(qkv, af) - rep)
+    # FC1 holds (mats - 1) of the MLP's mats (gate and up for SwiGLU), FC2 one
+    mlp_i = per(mlp, mf)
+    # Mamba-2: in_proj h -> 2 d_in + 2 G N + heads, out_proj d_in -> h (mamba_flops)
+    widths = 3.0 * model.mamba_inner + 2.0 * model.mamba_gn + model.mamba_heads
+    out_share = jnp.where(widths > 0, model.mamba_inner / jnp.where(widths > 0, widths, 1.0), 0.0)
+    m_i = per(m_gemm, bf)
+    return TpGemms(attn_in=attn_in, attn_out=time(per(proj, af)),
+                   mlp_in=time(mlp_i * (model.mlp_mats - 1.0) / model.mlp_mats), mlp_out=time(mlp_i / model.mlp_mats),
+                   mamba_in=time(m_i * (1.0 - out_share)), mamba_out=time(m_i * out_share))
 
 
 # MoE token permutation (Megatron-Core moe_utils.permute / unpermute, fused or not): before the dispatch each token

@@ -24,35 +24,66 @@ FWD_ALLREDUCES = 2.0
 BWD_ALLREDUCES = 2.0
 
 
+# Transformer Engine's userbuffers overlap (transformer_engine/pytorch/module/base.py initialize_ub, default
+# methods), which Megatron-Core's --tp-comm-overlap runs:
+# - ring_exchange (qkv/fc1 forward, proj/fc2 dgrad): the all-gather moves one shard per step over copy engines
+#   while the GEMM runs on the shard already there, tp steps; the last GEMM chunk has nothing left to hide, so
+#   (tp - 1)/tp of the GEMM is the window. 1 SM for the communication.
+# - pipeline (proj/fc2 forward): the GEMM in UB_PIPELINE_SPLITS chunks, each chunk's reduce-scatter under the next
+#   chunk's GEMM; the last chunk's is exposed: max(c - (n-1)/n w, c/n). 16 SMs.
+# - bulk (qkv/fc1 dgrad and wgrad): the all-gather of the saved input runs beside the dgrad GEMM, the reduce-scatter
+#   of the input gradient beside the wgrad GEMM. 16 SMs.
+UB_PIPELINE_SPLITS = 4.0
+UB_RING_SMS = 1.0
+UB_SMS = 16.0
+
+
+def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share):
+    """(forward, backward) seconds of one sub-layer instance's TP collectives: each all-gather or reduce-scatter
+    takes c_s, hidden (where overlapped) under the GEMM TE pairs it with (in_s: the column-parallel GEMM, out_s:
+    the row-parallel one; the backward's dgrad and wgrad GEMMs each take as long as the forward's)."""
+    ring = lambda c, w: exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share)  # noqa
+    pipe = exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
+                     chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share)
+    bulk = exposed_s(c_s, in_s, overlapped, slowdown=UB_SMS * sm_share)
+    # sequence parallel: forward AG -> column GEMM ... row GEMM -> RS; backward: AG of the output gradient (ring,
+    # under the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one
+    # all-reduce (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never
+    # overlapped (Megatron-LM arguments: TP overlap requires sequence parallelism)
+    fwd = jnp.where(sp, ring(c_s, in_s) + pipe, ar_s)
+    bwd = jnp.where(sp, ring(c_s, out_s) + 2.0 * bulk, ar_s)
+    return fwd, bwd
+
+
 def tp_term(ctx, d, train, gpu, model):
     """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
     k = ctx.tp.participants
-    mla_sp = (model.mla > 0) & (train.seq_parallel > 0)
-    # one all-reduce equivalent per sub-layer (a transformer layer has two; a hybrid block, Mamba-2 mixers
-    # included, one: Megatron-Core's MambaMixer is column-parallel in, row-parallel out like attention)
-    sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
+    tp = jnp.prod(k)
+    sp = train.seq_parallel > 0
+    mla_sp = (model.mla > 0) & sp
     act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
     allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps)
-    sp_allreduces = jnp.where(train.seq_parallel > 0, 1.0, 0.0)
-    # NCCL calls: an all-reduce is one, under sequence parallelism an all-gather plus a reduce-scatter, and the
-    # backward's re-gather is one all-gather per linear pair
-    fwd_calls = FWD_ALLREDUCES * (1.0 + sp_allreduces)
-    bwd_calls = BWD_ALLREDUCES * (1.0 + sp_allreduces) + 2.0 * sp_allreduces
-    fwd_volume_s = (FWD_ALLREDUCES * allreduce_s + coll.launch_s(k, fwd_calls)) * sublayers
-    bwd_volume_s = (BWD_ALLREDUCES * allreduce_s + jnp.where(train.seq_parallel > 0, allreduce_s, 0.0)
-                    + coll.launch_s(k, bwd_calls)) * sublayers
-    # --tp-comm-overlap hides the collectives under the neighbouring GEMMs (forward: one pass of them,
-    # backward: two). Its mechanism (Transformer Engine's userbuffers: GEMM chunks that read and write peer
-    # memory over NVLink, Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink
-    # domain; a TP group across nodes runs plain NCCL collectives between the GEMMs, fully exposed.
+    # one all-gather or reduce-scatter (half a ring all-reduce) and its NCCL call
+    c_s = 0.5 * allreduce_s + coll.launch_s(k, 1.0)
+    ar_s = allreduce_s + coll.launch_s(k, 1.0)  # without sequence parallelism: one all-reduce call
+    # --tp-comm-overlap's mechanism (userbuffers: GEMM chunks that read and write peer memory over NVLink,
+    # Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink domain; a TP group across
+    # nodes runs plain NCCL collectives between the GEMMs, fully exposed.
     in_nvlink = jnp.all(jnp.where(ctx.is_network, k, 1.0) <= 1.0 + 1e-6)
-    overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink
-    slowdown = gpu.overlap_slowdown
-    fwd_layer_s = exposed_s(fwd_volume_s, ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
-    bwd_layer_s = exposed_s(bwd_volume_s, 2.0 * ctx.layer.linear_fwd_s, overlapped, slowdown=slowdown)
+    overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink & sp
+    g = ctx.layer.tp_gemms
+    # a transformer layer has an attention and an MLP sub-layer, a hybrid block one of attention, MLP or Mamba-2
+    # mixer (Megatron-Core's MambaMixer is column-parallel in, row-parallel out like attention)
+    fwd_layer_s, bwd_layer_s = 0.0, 0.0
+    for share, w_in, w_out in ((model.attn_fraction, g.attn_in, g.attn_out), (model.mlp_fraction, g.mlp_in, g.mlp_out),
+                               (model.mamba_fraction, g.mamba_in, g.mamba_out)):
+        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, tp, sp, overlapped, gpu.sm_share)
+        fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
     full = full_recompute_share(d.recompute)  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
+    sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
+    sp_allreduces = jnp.where(sp, 1.0, 0.0)
     allreduces = FWD_ALLREDUCES * (1.0 + full) + BWD_ALLREDUCES + sp_allreduces
     per_gpu = allreduces * sublayers * jnp.sum(ctx.xb * coll.bytes_per_level_allreduce(k, act_bytes))
     cross = ctx.microbatches * ctx.layers_stage * per_gpu * train.n_gpus

@@ -197,9 +197,10 @@ EXPLORE_FRACTION = 0.2  # of a search's budget spent on a uniform sample that se
 
 
 def explore_count(problem: Problem, budget: int) -> int:
-    """Uniform samples that seed a search: a whole number of evaluator blocks, about a fifth of the budget."""
+    """Uniform samples that seed a search: a whole number of evaluator blocks, about a fifth of the budget; never
+    fewer than the anchors (the baselines), which a budget below one block would otherwise drop unevaluated."""
     b = block_size(problem)
-    return int(b * (int(budget * EXPLORE_FRACTION) // b))
+    return max(int(b * (int(budget * EXPLORE_FRACTION) // b)), min(len(problem.anchors), int(budget)))
 
 
 def explore(problem: Problem, key, n: int, anchors=()):
@@ -224,7 +225,10 @@ def multi_polish(problem: Problem, starts, fitnesses, budget: int, seed: int = 0
     ``time.perf_counter``) remains; keep the best result. Returns (digits, fitness, value, evaluations,
     local_optimum)."""
     best, used, seen = None, 0, set()
-    for d, f in zip(starts, fitnesses):
+    # best first: the first start may spend the whole budget, and a search seeded with the baselines must end at
+    # or below the best of them (explore) even when the strategy's own best is worse
+    order = sorted(range(len(starts)), key=lambda i: float(fitnesses[i]))
+    for d, f in ((starts[i], fitnesses[i]) for i in order):
         key = tuple(int(x) for x in np.asarray(d))
         if key in seen or used >= budget or (best is not None and deadline is not None
                                              and time.perf_counter() >= deadline):
