@@ -42,7 +42,9 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share):
     """(forward, backward) seconds of one sub-layer instance's TP collectives: each all-gather or reduce-scatter
     takes c_s, hidden (where overlapped) under the GEMM TE pairs it with (in_s: the column-parallel GEMM, out_s:
     the row-parallel one; the backward's dgrad and wgrad GEMMs each take as long as the forward's)."""
-    ring = lambda c, w: exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share)  # noqa
+    def ring(c, w):
+        return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share)
+
     pipe = exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
                      chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share)
     bulk = exposed_s(c_s, in_s, overlapped, slowdown=UB_SMS * sm_share)
@@ -58,7 +60,6 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share):
 def tp_term(ctx, d, train, gpu, model):
     """(Term, exposed forward seconds per layer): the forward share is what the pipeline's forward waits for."""
     k = ctx.tp.participants
-    tp = jnp.prod(k)
     sp = train.seq_parallel > 0
     mla_sp = (model.mla > 0) & sp
     act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
@@ -77,7 +78,7 @@ def tp_term(ctx, d, train, gpu, model):
     fwd_layer_s, bwd_layer_s = 0.0, 0.0
     for share, w_in, w_out in ((model.attn_fraction, g.attn_in, g.attn_out), (model.mlp_fraction, g.mlp_in, g.mlp_out),
                                (model.mamba_fraction, g.mamba_in, g.mamba_out)):
-        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, tp, sp, overlapped, gpu.sm_share)
+        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share)
         fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
     full = full_recompute_share(d.recompute)  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
