@@ -18,7 +18,7 @@ from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
 from .space import placement_inner_table
-from .specs import MAX_LOSS_PHASES, MAX_TOKEN_POINTS, PIPELINE_SPLITS, SystemSpec, Training, ModelSpec
+from .specs import BEST_KERNEL, MAX_LOSS_PHASES, MAX_TOKEN_POINTS, PIPELINE_SPLITS, SystemSpec, Training, ModelSpec
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -133,6 +133,8 @@ class GpuP(NamedTuple):
     # fused_scaled_rope, compute.ROPE_EAGER_BYTES_PER_ELEMENT); 0 where it fuses it
     rope_eager_bytes: jnp.ndarray | float = 0.0
     sm_share: jnp.ndarray | float = 0.0  # 1 / SMs: the compute one SM's worth of communication kernel takes
+    # head width at which fused attention runs at half its wide-head speed (compute.head_dim_factor); 0: flat
+    attention_head_dim_half: jnp.ndarray | float = 0.0
 
 
 class NetP(NamedTuple):
@@ -305,6 +307,10 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
         attention_max=e.attention_max * g.attention_kernel_factor(fw.attention_kernel),
         attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
+        # the head-width curve is the calibrated kernel's (cuDNN's on Hopper and Blackwell); the other kernels'
+        # ratios are measured at 128-wide heads and FlashAttention-2 / Triton lose less at 64 (FlashAttention-3
+        # paper: 0.90 / 0.96 vs cuDNN's 0.80), so they run flat
+        attention_head_dim_half=e.attention_head_dim_half if fw.attention_kernel == BEST_KERNEL else 0.0,
         straggler_cv=e.straggler_cv,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,

@@ -111,6 +111,8 @@ RANGES = {
         "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
         "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
         "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
+        "attention_head_dim_half": Range(0, 1024, why="head width at which the calibrated attention kernel's speed "
+                                         "is half its wide-head limit (0: flat)"),
         "straggler_cv": Range(0, 1, why="coefficient of variation of a GPU's kernel time per step"),
     },
     "level": {
@@ -538,6 +540,9 @@ class Efficiency:
     # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
     # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
     attention_half_seq: float = 0.0
+    # head width at which the calibrated fused-attention kernel runs at half its wide-head speed
+    # (compute.head_dim_factor); 0 = no dependence on the head width
+    attention_head_dim_half: float = 0.0
     # coefficient of variation of one GPU's kernel time per step (cost/straggler.py); 0 = identical GPUs
     straggler_cv: float = 0.0
 

@@ -50,10 +50,13 @@ def test_attention_kernel_ratio_and_overhead_reach_the_gpu_constants():
     assert float(q.attention_max) == float(ref.attention_max)
 
 
-def test_hopper_fa2_ratio_is_the_flashattention3_speedup():
-    # Shah et al. 2024: FlashAttention-3 is 1.5-2.0x faster than FlashAttention-2 on H100 -> 1/1.75
-    for name in ("H100-SXM-80GB", "H200"):
-        assert load_gpu(f"{CONFIGS}/hardware/{name}.yaml").attention_kernels["fa2"] == pytest.approx(1 / 1.75, abs=0.01)
+def test_hopper_fa2_ratio_is_the_flashattention3_papers_fa2_over_cudnn():
+    # Shah et al. 2024 (H100 SXM5, d = 128, 16k keys, TFLOP/s): causal forward FA2 335 / cuDNN 539, backward
+    # 322 / 516; the time of a forward and its 2.5x backward, cuDNN over FA2
+    fa2_s, cudnn_s = 1 / 335 + 2.5 / 322, 1 / 539 + 2.5 / 516
+    for name in ("H100-SXM-80GB", "H200", "H100-GT-96GB"):
+        got = load_gpu(f"{CONFIGS}/hardware/{name}.yaml").attention_kernels["fa2"]
+        assert got == pytest.approx(cudnn_s / fa2_s, abs=0.005)
 
 
 def test_bundled_frameworks_load_and_the_reference_is_neutral():

@@ -5,7 +5,7 @@ import glob
 import pytest
 
 from sax_jax.config import load_gpu
-from sax_jax.cost.compute import attention_efficiency, layer_times, logits_times
+from sax_jax.cost.compute import attention_efficiency, head_dim_factor, layer_times, logits_times
 from sax_jax.cost.memory import activation_bytes_per_layer
 from sax_jax.params import GpuP, gpu_params
 from sax_jax.specs import Level, SystemSpec, Training
@@ -47,6 +47,47 @@ def test_flash_attention_time_golden(m22):
     assert float(lt2.attn_fwd_s) == pytest.approx(expected, rel=1e-5)
     # ... while the linear layers speed up 2x (gemm_half_flops = 0: pure FLOPs / (peak x gemm_max))
     assert float(lt2.linear_fwd_s) == pytest.approx(float(lt.linear_fwd_s) / 2, rel=1e-5)
+
+
+def test_head_width_factor_is_the_flashattention3_papers_cudnn_ratio():
+    # Shah et al. 2024 (H100 SXM5, 16k keys, TFLOP/s), cuDNN: causal forward 539 (d = 128) / 388 (d = 64),
+    # backward 516 / 433; the time of a forward and its 2.5x backward at d = 128 over that at d = 64
+    paper = (1 / 539 + 2.5 / 516) / (1 / 388 + 2.5 / 433)
+    half = 128 / 3
+    assert float(head_dim_factor(F(64), F(half))) == pytest.approx(0.80, rel=1e-6)
+    assert float(head_dim_factor(F(64), F(half))) == pytest.approx(paper, abs=0.005)
+    assert float(head_dim_factor(F(128), F(half))) == pytest.approx(1.0, rel=1e-6)
+    assert float(head_dim_factor(F(256), F(half))) == 1.0  # wider heads gain nothing: capped
+    assert float(head_dim_factor(F(64), F(0.0))) == 1.0  # 0: flat in the head width
+    speeds = [float(head_dim_factor(F(d), F(half))) for d in (16, 32, 48, 64, 96, 128, 192)]
+    assert speeds == sorted(speeds)  # a wider head is never slower
+
+
+def test_narrow_heads_slow_only_the_attention_core(m22):
+    # 22B: d = 96 -> 96/(96 + 128/3) x (128 + 128/3)/128 = 0.9231 of the 128-wide speed; flash forward and
+    # backward take 1/0.9231 as long, the GEMMs and the elementwise work do not move
+    b, s, t, c = 1, 4096, 2, 2
+    k = 96 / (96 + 128 / 3) * (128 + 128 / 3) / 128
+    lt = layer_times(F(t), F(c), F(b), F(s), m22, gpu(), train())
+    lt_d = layer_times(F(t), F(c), F(b), F(s), m22, gpu(attention_head_dim_half=128 / 3), train())
+    assert float(lt_d.attn_fwd_s) == pytest.approx(float(lt.attn_fwd_s) / k, rel=1e-5)
+    assert float(lt_d.linear_fwd_s) == float(lt.linear_fwd_s)
+    extra = float(lt_d.attn_fwd_s - lt.attn_fwd_s)
+    assert float(lt_d.fwd_s - lt.fwd_s) == pytest.approx(extra, rel=1e-4)
+    assert float(lt_d.bwd_s - lt.bwd_s) == pytest.approx(2.5 * extra, rel=1e-4)  # FLASH_BWD_RATIO
+
+
+def test_the_head_width_curve_belongs_to_the_calibrated_kernel():
+    # H100: the cuDNN curve (d_half 42.7) for Megatron-TE's kernel; torchtitan's FlashAttention-2 runs flat
+    from sax_jax.config import load_frameworks
+    h100 = load_gpu(f"{CONFIGS}/hardware/H100-SXM-80GB.yaml")
+    system = SystemSpec(name="8xH100", gpu=h100, levels=(Level(name="node", size=8, bandwidth_GBps=450,
+                                                                   latency_us=1.0),))
+    fws = load_frameworks()
+    ref = gpu_params(system, Training(global_batch_sequences=1, seq_len=4096, framework=fws["megatron-te"]))
+    fa2 = gpu_params(system, Training(global_batch_sequences=1, seq_len=4096, framework=fws["torchtitan"]))
+    assert float(ref.attention_head_dim_half) == pytest.approx(42.7, rel=1e-6)
+    assert float(fa2.attention_head_dim_half) == 0.0
 
 
 def test_output_layer_runs_at_the_16bit_peak(m22):

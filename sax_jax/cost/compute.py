@@ -86,6 +86,22 @@ def attention_efficiency(s_kv, eff_max, half_seq):
     return eff_max * s_kv / (s_kv + half_seq)
 
 
+# Fused attention by head width. attention_max is fitted on 128-wide heads (every flash-attention run of the
+# calibration sets). A narrower head does fewer matmul FLOPs per score while the softmax work per score (row max,
+# exponential on the special-function units, rescale) stays, so a query tile spends a larger share of its time
+# off the tensor cores: speed ~ d / (d + d_half), relative to d = 128 and capped at 1 (wider heads gain nothing
+# measurable: cuDNN's d = 256 forward is 0.94x of d = 128, FA3's 1.04x). d_half is the GPU's
+# attention_head_dim_half (hardware YAML, with its source); 0 leaves attention flat in d.
+ATTN_HEAD_DIM_REF = 128.0
+
+
+def head_dim_factor(qk_head_dim, head_dim_half):
+    """Fused-attention speed at a QK^T head width relative to 128-wide heads (ATTN_HEAD_DIM_REF above)."""
+    d = jnp.maximum(qk_head_dim, 1.0)
+    rel = d / (d + head_dim_half) * (ATTN_HEAD_DIM_REF + head_dim_half) / ATTN_HEAD_DIM_REF
+    return jnp.minimum(rel, 1.0)
+
+
 def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     """Forward FLOPs of one layer on one full (unsplit) microbatch: (qkv, proj, mlp, attention core).
 
@@ -231,13 +247,14 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
-    attn_eff = attention_efficiency(seq / c, g.attention_max, g.attention_half_seq)
+    attn_max = g.attention_max * head_dim_factor(model.qk_head_dim, g.attention_head_dim_half)
+    attn_eff = attention_efficiency(seq / c, attn_max, g.attention_half_seq)
     attn_full = full_attention_flops(mbs, seq, model)
     # Sliding-window layers: the kernel sweeps only ~W keys per query tile (FlashAttention's local/window mode skips
     # the key blocks outside the band), so its efficiency is that of a W-key call; full layers as before. The
     # learned sinks add one logit per head to each softmax denominator: no FLOPs worth counting.
     wf = model.window_fraction
-    win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), g.attention_max,
+    win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), attn_max,
                                    g.attention_half_seq)
     # time of the windowed mix / time of the same FLOPs at the full layers' efficiency (1 without windows)
     r = window_keys_ratio(seq, model)
