@@ -342,6 +342,20 @@ FAMILIES = {"blackwell": ("B200", "GB200", "B300", "GB300")}
 # rows (Llama 3 8B / 70B FP8, Qwen3-30B) and its B300 rows in 0.90x of B200's (DeepSeek-V3): one shared
 # gemm_max cannot say that.
 FAMILY_PER_PART = ("gemm_max",)
+# The family's parts by board power limit, lowest first. A part's per-part constants are never below those of a
+# part with a lower limit (same datasheet peaks, a clock at least as high): the fit projects them onto that order
+# (a running maximum), so a part with few runs (B300: 2) cannot come out slower than a lower-power sibling.
+FAMILY_POWER_ORDER = {"blackwell": ("B200", "B300", "GB200", "GB300")}
+
+
+def power_monotone(theta, layout, order):
+    """theta with every FAMILY_PER_PART constant replaced by its running maximum over the parts in power order."""
+    theta = np.array(theta, np.float64)
+    for n in FAMILY_PER_PART:
+        at = {g: i for i, (m, g) in enumerate(layout) if m == n}
+        idx = [at[g] for g in order]
+        theta[idx] = np.maximum.accumulate(theta[idx])
+    return theta
 
 
 def make_family_objective(cases, members):
@@ -384,7 +398,7 @@ def fit_family(name, cases, write, seed=0, starts_n=3, iters=1500):
     target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
 
     def theta_of(z):
-        return np.array([from_z(n, zi) for (n, _), zi in zip(layout, z)])
+        return power_monotone([from_z(n, zi) for (n, _), zi in zip(layout, z)], layout, FAMILY_POWER_ORDER[name])
 
     def loss(z):
         e = np.asarray(errors(jnp.asarray(theta_of(z), jnp.float32)), np.float64) / target
@@ -404,7 +418,7 @@ def fit_family(name, cases, write, seed=0, starts_n=3, iters=1500):
     per_member = {g: {n: float(x) for (n, mg), x in zip(layout, theta) if mg in (None, g)} for g in members}
     how = (f"benchmarks/calibrate.py --family {name}: one least-squares fit over {', '.join(members)} on the "
            f"{len(ids)} calibration-split runs of {', '.join(datasets)} ({', '.join(FAMILY_PER_PART)} per part, "
-           f"the rest shared), rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
+           f"never lower at a higher power limit; the rest shared), rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
     if write:
         for g in members:
             write_yaml(g, per_member[g], list(NAMES), sorted(ids), rms, how=how)

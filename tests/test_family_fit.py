@@ -40,9 +40,23 @@ def test_the_yamls_share_every_constant_but_the_per_part_ones():
     for n in C.NAMES:
         vals = {getattr(e, n) for e in effs}
         assert (len(vals) == 1) != (n in C.FAMILY_PER_PART), n
-    # the fit orders the parts by power limit: B200 (1000 W) < B300 (1100 W) < GB200 (1200 W) < GB300 (1400 W)
+    # the fit keeps the parts in power-limit order, B200 (1000 W) <= B300 (1100 W) <= GB200 (1200 W) <= GB300
+    # (1400 W): never slower GEMMs at a higher limit; the NVL72 parts are strictly faster than the HGX boards
     gm = {g: e.gemm_max for g, e in zip(MEMBERS, effs)}
-    assert gm["B200"] < gm["B300"] < gm["GB200"] < gm["GB300"]
+    assert gm["B200"] <= gm["B300"] < gm["GB200"] < gm["GB300"]
+    assert C.FAMILY_POWER_ORDER["blackwell"] == ("B200", "B300", "GB200", "GB300")
+
+
+def test_power_monotone_projects_the_per_part_constants_onto_the_power_order():
+    # layout as fit_family builds it: the per-part name once per member (members order), the rest once
+    members, order = ("B200", "GB200", "B300", "GB300"), ("B200", "B300", "GB200", "GB300")
+    layout = [("gemm_max", g) for g in members] + [("memory_bound", None)]
+    # B300 (third in members, second in power) below B200: lifted to B200's value; the rest already in order
+    got = C.power_monotone([0.65, 0.69, 0.61, 0.72, 0.36], layout, order)
+    assert list(got) == [0.65, 0.69, 0.65, 0.72, 0.36]
+    # a part above a higher-power one lifts that one: GB200 0.75 > GB300 0.72 -> GB300 0.75
+    got = C.power_monotone([0.60, 0.75, 0.62, 0.72, 0.36], layout, order)
+    assert list(got) == [0.60, 0.75, 0.62, 0.75, 0.36]
 
 
 def test_objective_is_zero_at_the_yaml_constants_and_moves_only_the_changed_part(setup):
