@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .cost.compute import ROPE_EAGER_BYTES_PER_ELEMENT
+from .cost import quantize
 from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
@@ -135,6 +136,10 @@ class GpuP(NamedTuple):
     sm_share: jnp.ndarray | float = 0.0  # 1 / SMs: the compute one SM's worth of communication kernel takes
     # head width at which fused attention runs at half its wide-head speed (compute.head_dim_factor); 0: flat
     attention_head_dim_half: jnp.ndarray | float = 0.0
+    # HBM bytes per element a low-precision recipe's casts move, standalone and for a norm-fed input
+    # (cost/quantize.py); 0 for 16-bit GEMMs
+    quant_bytes: jnp.ndarray | float = 0.0
+    quant_norm_bytes: jnp.ndarray | float = 0.0
 
 
 class NetP(NamedTuple):
@@ -298,6 +303,13 @@ def _mla_values(m: ModelSpec) -> dict:
 GEMM_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 
 
+def quantization_bytes(training: Training) -> tuple:
+    """(standalone, norm-fed) cast bytes per element of the training's recipe (cost/quantize.py); 0 at 16 bits."""
+    q = GEMM_INPUT_BYTES.get(training.precision)
+    return (0.0, 0.0) if q is None else quantize.bytes_per_element(training.fp8_scaling, q,
+                                                                   training.framework.fused_amax)
+
+
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
     """The GPU's constants as the training framework sees them: its attention kernel's speed relative to the
     calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
@@ -317,7 +329,8 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
         dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
-        rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count)
+        rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
+        quant_bytes=quantization_bytes(training)[0], quant_norm_bytes=quantization_bytes(training)[1])
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

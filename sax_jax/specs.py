@@ -806,6 +806,10 @@ class Framework:
     # PyTorch RoPE when mscale != 1 (models/common/embeddings/rope_utils.py: "mscale ... is not supported by TE's
     # fused RoPE. Using unfused implementation."), which GPT-OSS's YaRN (factor 32, mscale 1.347) always takes
     fused_scaled_rope: bool = False
+    # whether the amax of a tensor an FP8 recipe scales is computed in the kernel that produces the tensor
+    # (cost/quantize.py): torch.compile fuses the reduction into its pointwise producer; eager Transformer Engine
+    # current scaling reads the tensor once for the amax and once more for the cast
+    fused_amax: bool = False
     description: str = ""
 
     def validate(self, file=None):
@@ -818,6 +822,8 @@ class Framework:
 
 
 CUDA_GRAPHS = ("none", "partial", "full")
+# How a low-precision recipe scales its tensors (Training.fp8_scaling; the HBM passes each costs: cost/quantize.py)
+FP8_SCALINGS = ("delayed", "current", "block", "rowwise")
 PIPELINE_SPLITS = ("auto", "filled", "counted")
 RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj")
 
@@ -888,6 +894,13 @@ class Training:
     # (dynamic token counts) still launched one by one; "full": one graph for the whole iteration (experts padded
     # to fixed shapes), no host launches left. What each one removes: cost/compute.py (host-launched MoE work).
     cuda_graphs: str = "none"
+    # How an FP8/FP4 recipe scales the tensors it quantizes (cost/quantize.py): "delayed" (Transformer Engine's
+    # DelayedScaling: the scale from an amax history, one cast pass), "current" (TE Float8CurrentScaling, torchao
+    # tensorwise: an amax pass, then the cast; NVFP4's global amax likewise), "block" (MXFP8, DeepSeek-style
+    # blockwise: each block's scale computed inside the one cast pass), "rowwise" (torchao rowwise: each operand
+    # scaled along its reduction dimension, so inputs and gradients are scaled and cast once per orientation).
+    # Ignored at 16 bits and above.
+    fp8_scaling: str = "delayed"
     # How the layers are split over the pipeline's chunks (cost/stages.py): "filled": ceil(layers / chunks) per chunk
     # in order, the remainder in the last chunk (an explicit Megatron-Core pipeline_model_parallel_layout, as
     # Megatron-Bridge writes for DeepSeek-V3 and Kimi-K2); "counted": the embedding and the loss count as one layer
@@ -948,6 +961,8 @@ class Training:
                f"use one of {', '.join(PRECISIONS)}", file=file)
         _check(self.cuda_graphs in CUDA_GRAPHS, "training.cuda_graphs", self.cuda_graphs, "unknown CUDA-graph scope",
                f"use one of {', '.join(CUDA_GRAPHS)}", file=file)
+        _check(self.fp8_scaling in FP8_SCALINGS, "training.fp8_scaling", self.fp8_scaling, "unknown scaling recipe",
+               f"use one of {', '.join(FP8_SCALINGS)}", file=file)
         _check(self.pipeline_split in PIPELINE_SPLITS, "training.pipeline_split", self.pipeline_split,
                "unknown pipeline split", f"use one of {', '.join(PIPELINE_SPLITS)}", file=file)
 

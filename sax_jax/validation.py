@@ -57,9 +57,15 @@ GENERIC_DEFAULTS = {"kv_heads": None, "gated_mlp": "no", "cp": 1, "vpp": 1, "mbs
 GENERIC_PROFILE = {"flash_attention": True, "dropout": True, "defaults": {},
                    "design": {"sharding": "zero1", "overlap": "dp", "placement": "tp-cp-dp-pp"},
                    "defaults_source": "Megatron-LM command-line defaults"}
-# Precision labels of the NVIDIA tables -> the model's precision. The model has one fp8 rate (GpuSpec.peak_flops)
-# and no per-recipe scaling cost, so every fp8 recipe is the same fp8 to it; each mapping is reported with the case.
-PRECISION_ALIASES = {"mxfp8": "fp8", "fp8-mx": "fp8", "fp8-cs": "fp8", "fp8-blockwise": "fp8", "nvfp4": "fp4"}
+# Precision labels of the NVIDIA tables -> (the model's precision, its scaling recipe: Training.fp8_scaling). The
+# model has one GEMM rate per precision (GpuSpec.peak_flops); the recipes differ in the HBM passes of their casts
+# (cost/quantize.py). MXFP8 and DeepSeek-style blockwise FP8 compute each block's scale inside the cast; FP8-CS is
+# current scaling; NVFP4's two-level scale needs the tensor's global amax before the cast (current). A plain "fp8"
+# label takes a row feature (SCALING_FEATURES) or its dataset profile's fp8_scaling. Each mapping is reported.
+PRECISION_ALIASES = {"mxfp8": ("fp8", "block"), "fp8-mx": ("fp8", "block"), "fp8-cs": ("fp8", "current"),
+                     "fp8-blockwise": ("fp8", "block"), "nvfp4": ("fp4", "current")}
+# `features` naming a run's FP8 scaling recipe where its dataset has more than one (import_shared.py)
+SCALING_FEATURES = {"fp8-delayed": "delayed", "fp8-rowwise": "rowwise"}
 # `features` of a run (configs/validation/data/import_shared.py) the model cannot represent: the run is reported
 # as unsupported with this reason, never silently dropped and never scored.
 UNSUPPORTED_FEATURES = {
@@ -83,7 +89,9 @@ MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "
                      "experts": "moe.experts", "top_k": "moe.top_k", "moe_ffn": "moe.expert_ffn",
                      "shared_experts": "moe.shared_experts", "dense_layers": "moe.first_dense_layers"}
 # `features` of the run (not of the model) that a dataset profile parameterizes
-RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)"}
+RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)",
+                "fp8-delayed": "FP8 with Transformer Engine's delayed scaling (NeMo 1.x / 24.x recipes)",
+                "fp8-rowwise": "FP8 with torchao's rowwise scaling"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
@@ -358,10 +366,19 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
             row = {**row, "ffn": str(_model_file(row, feats, file, n, rid, ds).ffn)}
             filled.append(f"ffn={row['ffn']} (hybrid model without dense MLP blocks: unused)")
     prec = row.get("precision", "").lower()
+    scaling = None
     if prec in PRECISION_ALIASES:
-        row = {**row, "precision": PRECISION_ALIASES[prec]}
-        approx.append(f"precision {prec} is modelled as {PRECISION_ALIASES[prec]} (one {PRECISION_ALIASES[prec]} rate "
-                      "for every linear layer, no recipe cost)")
+        model_prec, scaling = PRECISION_ALIASES[prec]
+        row = {**row, "precision": model_prec}
+        approx.append(f"precision {prec} is modelled as {model_prec} with {scaling} scaling (one {model_prec} GEMM "
+                      "rate for every linear layer)")
+    by_feature = [SCALING_FEATURES[f] for f in feats if f in SCALING_FEATURES]
+    if by_feature:
+        scaling = by_feature[0]
+        filled.append(f"fp8_scaling={scaling} (row feature fp8-{scaling})")
+    elif scaling is None and row.get("precision", "").lower() in S.LOW_PRECISION_GEMMS:
+        scaling = profile.get("fp8_scaling", "delayed")
+        filled.append(f"fp8_scaling={scaling} ({profile.get('fp8_scaling_source', 'Transformer Engine default recipe')})")
     v = {c: _value(row, c, file, n, profile, filled) for c in COLUMNS + OPTIONAL_COLUMNS
          if c in COLUMNS or row.get(c, "") != ""}
     x = {c: _value(row, c, file, n, profile, filled) for c in EXTRA_COLUMNS
@@ -454,6 +471,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           lora_rank=lora_rank, expert_tensor_parallel=etp, **recipe_training,
+                          fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(profile.get("framework", "megatron-te"), file))

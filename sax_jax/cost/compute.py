@@ -26,6 +26,7 @@ import jax.numpy as jnp
 
 from ..space import Recompute, full_recompute_share
 from .lora import adapter_params_per_layer
+from .quantize import quantize_times
 from .terms import Term
 
 FLASH_BWD_RATIO = 2.5
@@ -306,12 +307,14 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     expert_gemms_f = moe_share * model.experts / jnp.maximum(ep, 1.0) * EXPERT_GEMMS_FWD * g.expert_gemm_s * (
         1.0 - train.graph_full)
     moe_host_f = moe_share * g.moe_host_s * (1.0 - train.graph_moe)
+    # FP8/FP4 recipes cast each linear's input (forward) and output gradient (backward) first (cost/quantize.py)
+    quant_f, quant_b = quantize_times(model, tokens, t, sp_split, g, 1.0 - share16, trained)
     fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_gemms_f \
-        + moe_host_f
+        + moe_host_f + quant_f
     m_gemm_f = gt(m_gemm)
     mamba_b = 2.0 * m_gemm_f + FLASH_BWD_RATIO * (mamba_f - m_gemm_f) + MEMORY_BWD_RATIO * mamba_elem_f
     bwd = 2.0 * (linear_f * (1.0 - 0.5 * train.lora)) + attn_b + MEMORY_BWD_RATIO * elem_f + g.layer_overhead_s \
-        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * expert_gemms_f
+        + 2.0 * adapter_f + mamba_b + (1.0 + trained) * expert_gemms_f + quant_b
     # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
     # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
     # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the

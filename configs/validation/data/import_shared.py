@@ -12,7 +12,9 @@ explicit what the collection states in prose, so that `sax validate` does not ha
                mla (DeepSeek-V3 / Kimi-K2 latent attention), hybrid-mamba (Nemotron-3 Mamba-2 blocks),
                sliding-window (GPT-OSS alternating 128-token windows, attention sinks), shape-unknown (model
                shape not published/verified), lora (frozen base weights), sac-op / sac-layer (torchtitan
-               selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W).
+               selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W),
+               fp8-delayed (an FP8 row from NeMo's tables: Transformer Engine's DelayedScaling), fp8-rowwise
+               (torchtitan's float8 rowwise rows).
                sax_jax/validation.py decides which of these the model supports, approximates or cannot represent.
 * `dataset`:   fine-tuning rows (notes start `task=sft` or `task=lora`) move to dataset `nvidia-finetune`, so
                that the pretraining datasets' MAPE is not mixed with fine-tuning (their id still names the
@@ -61,6 +63,12 @@ def features(r) -> list:
         out.append("sac-layer" if "layer-level SAC" in n or "layer SAC" in n else "sac-op")
     if "96GB HBM2e" in n or "HBM2e" in n and "H100" in r["gpu"]:
         out.append("h100-96gb")
+    if r["precision"].lower() == "fp8":
+        # NeMo's tables predate Transformer Engine's current scaling (TE 2.2): DelayedScaling, its only FP8 recipe
+        if r["source"].startswith("NVIDIA/NeMo@"):
+            out.append("fp8-delayed")
+        if "float8 rowwise" in n:
+            out.append("fp8-rowwise")
     return out
 
 

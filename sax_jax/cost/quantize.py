@@ -1,0 +1,79 @@
+"""HBM traffic of quantizing the linear layers' operands in FP8/FP4 training, per layer and microbatch on one GPU.
+
+A low-precision GEMM reads its operands in FP8 (or NVFP4), but the activations and gradients arrive in 16 bits:
+something must scale and cast them first. Transformer Engine does it per linear layer, in the forward for its
+input and in the backward for the gradient of its output; Hopper's FP8 GEMMs take only the TN layout, and
+Blackwell's block-scaled formats scale along the reduction dimension, so each tensor is written twice, once per
+orientation (TE `Float8Quantizer` / `MXFP8Quantizer` with rowwise and columnwise usage; `cast_transpose`).
+Weights are cast once per step and kept across the microbatches (Megatron-Core passes `is_first_microbatch`), so
+their cast is left out. Per quantized element of a 16-bit tensor (2 bytes read per pass, `q` bytes per written
+element, GEMM_INPUT_BYTES: 1 for FP8, 0.5625 for NVFP4 with its block scales):
+
+    delayed  (TE DelayedScaling: the scale comes from the amax history, found during the cast)  2 + 2q
+    current  (TE Float8CurrentScaling; torchao tensorwise; NVFP4's global amax): an amax pass first  4 + 2q
+    block    (MXFP8, DeepSeek-V3 1x128 / 128x128 blockwise: each block's scale inside the one pass)  2 + 2q
+    rowwise  (torchao rowwise: each operand scaled along its reduction dimension, so the rowwise and the
+              columnwise copy each need their own amax and cast pass)  8 + 2q
+
+A linear layer fed by a norm (QKV, FC1, Mamba's in_proj) gets its input from the norm kernel: with delayed or
+block scaling TE's fused norm writes the low-precision copies instead of the 16-bit output (LayerNormLinear,
+`normalization` with an FP8 / MXFP8 output quantizer), which moves max(2q - 2, 0) = 0 bytes more; a current or rowwise
+scale needs the whole tensor's amax before the cast, so those inputs pay the full pass.
+
+Elements (the layer's widths, as compute.layer_flops counts its GEMMs): the forward quantizes every linear's
+input, the backward every linear's output gradient. Sequence-parallel tensors of hidden width are split over TP
+(s/t tokens each), the column-parallel outputs and row-parallel inputs over TP by width.
+"""
+import jax.numpy as jnp
+
+READ_PASSES = {"delayed": 1.0, "current": 2.0, "block": 1.0, "rowwise": 4.0}
+NORM_FUSED = {"delayed": True, "current": False, "block": True, "rowwise": False}
+
+
+def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False) -> tuple:
+    """(standalone, norm-fed) HBM bytes per quantized element beyond the 16-bit path (table above).
+    fused_amax: the framework computes each amax inside the kernel that produces the tensor (torch.compile's
+    Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer."""
+    reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
+    standalone = 2.0 * reads + 2.0 * q_bytes
+    # a fused norm writes the two low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
+    # copies would save bytes there, counted as none (its norm output is also kept for the backward)
+    return standalone, max(2.0 * q_bytes - 2.0, 0.0) if NORM_FUSED[scaling] else standalone
+
+
+def quantized_elements(model, tokens, t, sp_split):
+    """Per-GPU elements one layer (averaged over the layers) quantizes for ``tokens`` tokens of a microbatch:
+    (forward, norm-fed inputs), (forward, other inputs), (backward, output gradients)."""
+    h, af, bf = model.hidden, model.attn_fraction, model.mamba_fraction
+    moe = jnp.where(model.experts > 0, model.moe_fraction, 0.0)
+    dense = model.mlp_fraction - moe
+    mla = model.mla > 0
+    # attention: QKV output width (MLA: the down projections' latents and the up projections' heads), projection in
+    qkv_out = jnp.where(mla, model.mla_latent + model.heads * (model.qk_head_dim + model.v_head_dim),
+                        (model.heads + 2.0 * model.kv_heads) * model.head_dim)
+    proj_in = model.heads * jnp.where(mla, model.v_head_dim, model.head_dim)
+    # MoE: each routed copy (top_k x the busiest GPU's imbalance) and each shared expert has its own FC1 input and
+    # FC2 output at the dispatched width (LatentMoE: the latent); FC2 inputs and FC1 outputs are the activated ffn
+    width = jnp.where(model.moe_latent > 0, model.moe_latent, h)
+    copies = moe * (model.top_k * model.imbalance * width + model.shared_experts * h) / h
+    ffn_act = (dense * model.ffn + moe * (model.top_k * model.imbalance * model.expert_ffn
+                                          + model.shared_experts * model.shared_ffn))
+    m_in_out = 2.0 * model.mamba_inner + 2.0 * model.mamba_gn + model.mamba_heads
+    norm_fed = tokens * h * (af + dense + bf) / sp_split
+    other_in = tokens * (h * copies / sp_split + (af * proj_in + ffn_act + bf * model.mamba_inner) / t)
+    grads = tokens * (h * (af + dense + copies + bf) / sp_split
+                      + (af * qkv_out + (model.mlp_mats - 1.0) * ffn_act + bf * m_in_out) / t)
+    return norm_fed, other_in, grads
+
+
+def quantize_times(model, tokens, t, sp_split, g, low_precision_share, trained=1.0):
+    """(forward, backward) seconds of the casts on one GPU; 0 without low-precision GEMMs (GpuP.quant_bytes 0).
+    low_precision_share: the share of the GPU's layers whose GEMMs run in low precision (the rest stay BF16).
+    trained: 0 for frozen base weights (LoRA): no weight-gradient GEMM, so only the copy the forward and the
+    input-gradient GEMMs read is written (one of the two orientations)."""
+    norm_fed, other_in, grads = quantized_elements(model, tokens, t, sp_split)
+    mem_bw = g.hbm_Bps * g.memory_bound
+    saved = jnp.where(g.quant_bytes > 0, (1.0 - trained) * g.gemm_input_bytes, 0.0)
+    fwd = (norm_fed * jnp.maximum(g.quant_norm_bytes - saved, 0.0) + other_in * (g.quant_bytes - saved)) / mem_bw
+    bwd = grads * (g.quant_bytes - saved) / mem_bw
+    return low_precision_share * fwd, low_precision_share * bwd

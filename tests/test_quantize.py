@@ -1,0 +1,120 @@
+"""Golden values for the FP8/FP4 cast traffic (cost/quantize.py), derived by hand from its table of passes, and the
+recipes `sax validate` gives the published runs."""
+import pytest
+
+from sax_jax import validation as V
+from sax_jax.config import load_frameworks, load_gpu
+from sax_jax.cost.compute import layer_times
+from sax_jax.cost.quantize import bytes_per_element, quantize_times, quantized_elements
+from sax_jax.params import GpuP, gpu_params
+from sax_jax.specs import Level, SystemSpec, Training
+
+from conftest import CONFIGS, f32 as F, hand_train
+
+
+def gpu(**kw):
+    """A hand-made GpuP: HBM 3e12 B/s at memory_bound 0.5 (1.5e12 B/s for memory-bound kernels), no overheads."""
+    base = dict(peak_flops=1e15, hbm_bytes=80 * 2**30, hbm_Bps=3e12, gemm_max=0.5, gemm_half_flops=0.0,
+                attention_max=0.4, attention_half_seq=512.0, peak_flops_16bit=5e14, gemm_input_bytes=1.0,
+                memory_bound=0.5, layer_overhead_s=0.0, overlap_slowdown=0.0, elementwise_factor=1.0,
+                straggler_cv=0.0)
+    base.update(kw)
+    return GpuP(**{k: F(v) for k, v in base.items()})
+
+
+@pytest.mark.parametrize("scaling, q, fused, expect", [
+    ("delayed", 1.0, False, (4.0, 0.0)),    # read 2, write 1 + 1; a fused norm writes the FP8 copies instead
+    ("current", 1.0, False, (6.0, 6.0)),    # + the amax pass; no norm fusion (the amax needs the whole tensor)
+    ("block", 1.0, False, (4.0, 0.0)),      # MXFP8: the block scales inside the one pass
+    ("rowwise", 1.0, False, (10.0, 10.0)),  # amax + cast per orientation: 4 reads
+    ("current", 0.5625, False, (5.125, 5.125)),  # NVFP4: 4-bit copies with one E4M3 scale per 16 elements
+    ("current", 1.0, True, (4.0, 4.0)),     # torch.compile: the amax inside the producing kernel
+    ("rowwise", 1.0, True, (8.0, 8.0)),
+    ("delayed", 1.0, True, (4.0, 0.0)),     # nothing to fuse: the scale comes from the history
+])
+def test_bytes_per_element_table(scaling, q, fused, expect):
+    assert bytes_per_element(scaling, q, fused) == pytest.approx(expect)
+
+
+# 22B (megatron-22B.yaml): h = 6144, 64 heads x 96 (MHA), ffn 24576, 2 MLP matrices. One microbatch of 2048 tokens,
+# TP 2 with sequence parallelism:
+#   norm-fed inputs (QKV, FC1): 2 x 2048 x 6144 / 2                          = 12,582,912
+#   other inputs (projection 6144 wide, FC2 24576 wide, split over TP): 2048 x 30720 / 2 = 31,457,280
+#   output gradients: hidden-wide (projection, FC2) 2 x 2048 x 6144 / 2, plus QKV (3 x 6144) and FC1 (24576)
+#   split over TP: 2048 x 43008 / 2                                           = 56,623,104
+NORM_FED, OTHER_IN, GRADS = 12_582_912, 31_457_280, 56_623_104
+
+
+def test_quantized_elements_golden(m22):
+    n, o, gr = quantized_elements(m22, F(2048), F(2), F(2))
+    assert (float(n), float(o), float(gr)) == pytest.approx((NORM_FED, OTHER_IN, GRADS), rel=1e-6)
+    # without sequence parallelism every TP rank casts the whole hidden-wide tensors
+    n1, o1, g1 = quantized_elements(m22, F(2048), F(2), F(1))
+    assert float(n1) == pytest.approx(2 * NORM_FED, rel=1e-6)
+    assert float(g1) == pytest.approx(GRADS + 2048 * 6144, rel=1e-6)
+
+
+@pytest.mark.parametrize("qb, qn", [(6.0, 6.0), (4.0, 0.0)])
+def test_casts_add_to_the_layer_at_the_memory_bound_rate(m22, qb, qn):
+    # current scaling: forward (12,582,912 + 31,457,280) x 6 B / 1.5e12 B/s = 176.16 us, backward 56,623,104 x 6 B
+    # = 226.49 us; delayed: forward 31,457,280 x 4 B = 83.89 us, backward 150.99 us
+    args = (F(2), F(1), F(1), F(2048), m22)
+    base = layer_times(*args, gpu(), hand_train(1.0, 1.0))
+    fp8 = layer_times(*args, gpu(quant_bytes=qb, quant_norm_bytes=qn), hand_train(1.0, 1.0))
+    fwd = (NORM_FED * qn + OTHER_IN * qb) / 1.5e12
+    bwd = GRADS * qb / 1.5e12
+    assert float(fp8.fwd_s - base.fwd_s) == pytest.approx(fwd, rel=1e-4)
+    assert float(fp8.bwd_s - base.bwd_s) == pytest.approx(bwd, rel=1e-4)
+    assert float(fp8.linear_fwd_s) == float(base.linear_fwd_s)  # the GEMMs themselves do not move
+
+
+def test_frozen_weights_write_one_copy_and_bf16_layers_cast_nothing(m22):
+    g = gpu(quant_bytes=6.0, quant_norm_bytes=6.0)
+    f1, b1 = quantize_times(m22, F(2048), F(2), F(2), g, F(1.0))
+    f0, b0 = quantize_times(m22, F(2048), F(2), F(2), g, F(1.0), trained=F(0.0))
+    # LoRA: no weight-gradient GEMM needs the second orientation: 6 - 1 = 5 bytes per element
+    assert float(f0) == pytest.approx(float(f1) * 5 / 6, rel=1e-5)
+    assert float(b0) == pytest.approx(float(b1) * 5 / 6, rel=1e-5)
+    fh, bh = quantize_times(m22, F(2048), F(2), F(2), g, F(0.5))
+    assert (float(fh), float(bh)) == pytest.approx((float(f1) / 2, float(b1) / 2), rel=1e-6)
+    # 16-bit GEMMs (quant_bytes 0, 2-byte inputs): nothing, also for LoRA
+    z = quantize_times(m22, F(2048), F(2), F(2), gpu(gemm_input_bytes=2.0), F(1.0), trained=F(0.0))
+    assert (float(z[0]), float(z[1])) == (0.0, 0.0)
+
+
+def test_gpu_params_take_the_recipe_and_the_framework():
+    h100 = load_gpu(f"{CONFIGS}/hardware/H100-SXM-80GB.yaml")
+    system = SystemSpec(name="8xH100", gpu=h100, levels=(Level(name="node", size=8, bandwidth_GBps=450,
+                                                                   latency_us=1.0),))
+    fws = load_frameworks()
+
+    def qb(**kw):
+        g = gpu_params(system, Training(global_batch_sequences=1, seq_len=4096, **kw))
+        return float(g.quant_bytes), float(g.quant_norm_bytes)
+    assert qb(precision="bf16", fp8_scaling="current") == (0.0, 0.0)
+    assert qb(precision="fp8") == (4.0, 0.0)  # Transformer Engine's default recipe: delayed scaling
+    assert qb(precision="fp8", fp8_scaling="current") == (6.0, 6.0)
+    assert qb(precision="fp8", fp8_scaling="current", framework=fws["torchtitan"]) == (4.0, 4.0)
+    assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))
+
+
+def test_unknown_scaling_is_named():
+    from sax_jax.specs import ConfigError
+    with pytest.raises(ConfigError, match="fp8_scaling"):
+        Training(global_batch_sequences=1, seq_len=4096, precision="fp8", fp8_scaling="tensorwise").validate("x.yaml")
+
+
+def test_published_runs_get_their_recipes():
+    cases = {c.id: c.scenario.training for c in V.load_cases()[0]}
+    expect = {
+        "mb-25.11-h100-llama3-70B-pretrain-fp8-cs-64g-gbs128": "current",    # label FP8-CS
+        "mb-26.04-h100-llama3-70B-pretrain-fp8-64g-gbs256": "current",       # Megatron-Bridge "FP8" = fp8_cs
+        "mb-26.04-b200-deepseek-v3-pretrain-mxfp8-256g-gbs4096": "block",    # MXFP8
+        "nemo-24.07-h100-llama2-70B-pretrain-fp8-64g-gbs128": "delayed",     # NeMo 24.07: TE DelayedScaling
+        "tt-h100-atp-8b-fp8tw-tp": "current",                                # torchao tensorwise
+        "tt-h100-atp-8b-fp8rw-tp": "rowwise",                                # torchao rowwise
+    }
+    for rid, scaling in expect.items():
+        assert cases[rid].fp8_scaling == scaling, rid
+    assert cases["tt-h100-atp-8b-fp8tw-tp"].framework.fused_amax
+    assert not cases["mb-26.04-h100-llama3-70B-pretrain-fp8-64g-gbs256"].framework.fused_amax
