@@ -90,7 +90,7 @@ MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "
                      "shared_experts": "moe.shared_experts", "dense_layers": "moe.first_dense_layers"}
 # `features` of the run (not of the model) that a dataset profile parameterizes
 RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)",
-                "fp8-delayed": "FP8 with Transformer Engine's delayed scaling (NeMo 1.x / 24.x recipes)",
+                "fp8-delayed": "FP8 with Transformer Engine's delayed scaling (NeMo's default recipe)",
                 "fp8-rowwise": "FP8 with torchao's rowwise scaling"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.

@@ -64,7 +64,9 @@ def features(r) -> list:
     if "96GB HBM2e" in n or "HBM2e" in n and "H100" in r["gpu"]:
         out.append("h100-96gb")
     if r["precision"].lower() == "fp8":
-        # NeMo's tables predate Transformer Engine's current scaling (TE 2.2): DelayedScaling, its only FP8 recipe
+        # NeMo's FP8 rows (24.07 tables; the long-sequence table, container 25.04): Transformer Engine's
+        # DelayedScaling, its only FP8 recipe before TE 2.2 and NeMo 2's default (MegatronMixedPrecision
+        # fp8_recipe "delayed"; the performance scripts' --fp8_recipe ds)
         if r["source"].startswith("NVIDIA/NeMo@"):
             out.append("fp8-delayed")
         if "float8 rowwise" in n:
