@@ -306,14 +306,15 @@ GEMM_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 def quantization_bytes(training: Training) -> tuple:
     """(standalone, norm-fed) cast bytes per element of the training's recipe (cost/quantize.py); 0 at 16 bits."""
     q = GEMM_INPUT_BYTES.get(training.precision)
-    return (0.0, 0.0) if q is None else quantize.bytes_per_element(training.fp8_scaling, q,
-                                                                   training.framework.fused_amax)
+    return (0.0, 0.0) if q is None else quantize.bytes_per_element(
+        training.fp8_scaling, q, training.framework.fused_amax, frozen_weights=training.lora_rank > 0)
 
 
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
     """The GPU's constants as the training framework sees them: its attention kernel's speed relative to the
     calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
     g, e, fw = system.gpu, system.gpu.efficiency, training.framework
+    quant_bytes, quant_norm_bytes = quantization_bytes(training)
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
@@ -330,7 +331,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
         dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
         rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
-        quant_bytes=quantization_bytes(training)[0], quant_norm_bytes=quantization_bytes(training)[1])
+        quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

@@ -71,14 +71,17 @@ def test_casts_add_to_the_layer_at_the_memory_bound_rate(m22, qb, qn):
 def test_frozen_weights_write_one_copy_and_bf16_layers_cast_nothing(m22):
     g = gpu(quant_bytes=6.0, quant_norm_bytes=6.0)
     f1, b1 = quantize_times(m22, F(2048), F(2), F(2), g, F(1.0))
-    f0, b0 = quantize_times(m22, F(2048), F(2), F(2), g, F(1.0), trained=F(0.0))
     # LoRA: no weight-gradient GEMM needs the second orientation: 6 - 1 = 5 bytes per element
+    frozen = bytes_per_element("current", 1.0, frozen_weights=True)
+    assert frozen == (5.0, 5.0)
+    assert bytes_per_element("delayed", 1.0, frozen_weights=True) == (3.0, 0.0)
+    f0, b0 = quantize_times(m22, F(2048), F(2), F(2), gpu(quant_bytes=frozen[0], quant_norm_bytes=frozen[1]), F(1.0))
     assert float(f0) == pytest.approx(float(f1) * 5 / 6, rel=1e-5)
     assert float(b0) == pytest.approx(float(b1) * 5 / 6, rel=1e-5)
     fh, bh = quantize_times(m22, F(2048), F(2), F(2), g, F(0.5))
     assert (float(fh), float(bh)) == pytest.approx((float(f1) / 2, float(b1) / 2), rel=1e-6)
     # 16-bit GEMMs (quant_bytes 0, 2-byte inputs): nothing, also for LoRA
-    z = quantize_times(m22, F(2048), F(2), F(2), gpu(gemm_input_bytes=2.0), F(1.0), trained=F(0.0))
+    z = quantize_times(m22, F(2048), F(2), F(2), gpu(gemm_input_bytes=2.0), F(1.0))
     assert (float(z[0]), float(z[1])) == (0.0, 0.0)
 
 
@@ -96,6 +99,8 @@ def test_gpu_params_take_the_recipe_and_the_framework():
     assert qb(precision="fp8", fp8_scaling="current") == (6.0, 6.0)
     assert qb(precision="fp8", fp8_scaling="current", framework=fws["torchtitan"]) == (4.0, 4.0)
     assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))
+    assert qb(precision="bf16", lora_rank=32) == (0.0, 0.0)  # LoRA at 16 bits: no casts
+    assert qb(precision="fp8", fp8_scaling="current", lora_rank=32) == (5.0, 5.0)  # one orientation written
 
 
 def test_unknown_scaling_is_named():

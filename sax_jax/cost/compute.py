@@ -308,7 +308,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
         1.0 - train.graph_full)
     moe_host_f = moe_share * g.moe_host_s * (1.0 - train.graph_moe)
     # FP8/FP4 recipes cast each linear's input (forward) and output gradient (backward) first (cost/quantize.py)
-    quant_f, quant_b = quantize_times(model, tokens, t, sp_split, g, 1.0 - share16, trained)
+    quant_f, quant_b = quantize_times(model, tokens, t, sp_split, g, 1.0 - share16)
     fwd = linear_f + attn_f + elem_f + g.layer_overhead_s + adapter_f + mamba_f + mamba_elem_f + expert_gemms_f \
         + moe_host_f + quant_f
     m_gemm_f = gt(m_gemm)

@@ -30,15 +30,18 @@ READ_PASSES = {"delayed": 1.0, "current": 2.0, "block": 1.0, "rowwise": 4.0}
 NORM_FUSED = {"delayed": True, "current": False, "block": True, "rowwise": False}
 
 
-def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False) -> tuple:
+def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False) -> tuple:
     """(standalone, norm-fed) HBM bytes per quantized element beyond the 16-bit path (table above).
     fused_amax: the framework computes each amax inside the kernel that produces the tensor (torch.compile's
-    Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer."""
+    Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer.
+    frozen_weights (LoRA): no weight-gradient GEMM, so only the orientation the forward and the input-gradient
+    GEMMs read is written: one low-precision copy instead of two."""
     reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
-    standalone = 2.0 * reads + 2.0 * q_bytes
-    # a fused norm writes the two low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
+    written = (1.0 if frozen_weights else 2.0) * q_bytes
+    standalone = 2.0 * reads + written
+    # a fused norm writes the low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
     # copies would save bytes there, counted as none (its norm output is also kept for the backward)
-    return standalone, max(2.0 * q_bytes - 2.0, 0.0) if NORM_FUSED[scaling] else standalone
+    return standalone, max(written - 2.0, 0.0) if NORM_FUSED[scaling] else standalone
 
 
 def quantized_elements(model, tokens, t, sp_split):
@@ -66,14 +69,11 @@ def quantized_elements(model, tokens, t, sp_split):
     return norm_fed, other_in, grads
 
 
-def quantize_times(model, tokens, t, sp_split, g, low_precision_share, trained=1.0):
+def quantize_times(model, tokens, t, sp_split, g, low_precision_share):
     """(forward, backward) seconds of the casts on one GPU; 0 without low-precision GEMMs (GpuP.quant_bytes 0).
-    low_precision_share: the share of the GPU's layers whose GEMMs run in low precision (the rest stay BF16).
-    trained: 0 for frozen base weights (LoRA): no weight-gradient GEMM, so only the copy the forward and the
-    input-gradient GEMMs read is written (one of the two orientations)."""
+    low_precision_share: the share of the GPU's layers whose GEMMs run in low precision (the rest stay BF16)."""
     norm_fed, other_in, grads = quantized_elements(model, tokens, t, sp_split)
     mem_bw = g.hbm_Bps * g.memory_bound
-    saved = jnp.where(g.quant_bytes > 0, (1.0 - trained) * g.gemm_input_bytes, 0.0)
-    fwd = (norm_fed * jnp.maximum(g.quant_norm_bytes - saved, 0.0) + other_in * (g.quant_bytes - saved)) / mem_bw
-    bwd = grads * (g.quant_bytes - saved) / mem_bw
+    fwd = (norm_fed * g.quant_norm_bytes + other_in * g.quant_bytes) / mem_bw
+    bwd = grads * g.quant_bytes / mem_bw
     return low_precision_share * fwd, low_precision_share * bwd
