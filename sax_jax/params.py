@@ -203,6 +203,7 @@ class TrainP(NamedTuple):
     n_gpus: jnp.ndarray
     lora: jnp.ndarray  # 1: LoRA fine-tuning (base weights frozen), 0: every weight trains
     lora_rank: jnp.ndarray
+    doc_tokens: jnp.ndarray | float = 0.0  # packed sequences: length-weighted mean tokens per example (0: unpacked)
     gpu_fail_per_s: jnp.ndarray | float = 0.0  # non-network job-killing failures per GPU-second
     checkpoint_write_s: jnp.ndarray | float = 0.0
     restart_s: jnp.ndarray | float = 0.0
@@ -406,7 +407,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
         seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
         allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,
-        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank,
+        lora=1 if t.lora_rank > 0 else 0, lora_rank=t.lora_rank, doc_tokens=t.packed_doc_tokens,
         gpu_fail_per_s=t.gpu_failures_per_gpu_hour / 3600.0, checkpoint_write_s=t.checkpoint_write_s,
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},

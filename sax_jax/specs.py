@@ -203,6 +203,9 @@ ARCH_RANGES = {
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
                  "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
                  "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained"),
+                 "packed_doc_tokens": Range(0, 100_000_000, True,
+                                            why="length-weighted mean document length in packed sequences "
+                                                "(0: one document per sequence)"),
                  "offload_layers": Range(0, 10_000, True,
                                          why="layers per GPU whose activations are offloaded to host memory"),
                  "expert_tensor_parallel": Range(0, 100_000, True,
@@ -862,6 +865,12 @@ class Training:
     # B (r x out) on the QKV, attention-output, fc1 and fc2 linear layers of every layer (Megatron-Bridge LoRA
     # target_modules default: linear_qkv, linear_proj, linear_fc1, linear_fc2). 0: every weight trains.
     lora_rank: int = 0
+    # Packed sequences (fine-tuning datasets of short examples concatenated into seq_len-token packs, attention kept
+    # within each example: Transformer Engine's THD layout with cu_seqlens, FlashAttention's varlen kernels): the
+    # length-weighted mean example length sum(L_i^2) / sum(L_i), in tokens. The fused attention kernel sweeps only
+    # each example's own causal triangle, sum(L_i^2)/2 = L S/2 scores instead of S^2/2, in calls of L keys
+    # (cost/compute.py). 0: one document per sequence (pre-training; a causal mask over the whole sequence).
+    packed_doc_tokens: int = 0
     # What recompute "selective" recomputes (Megatron-Core --recompute-modules; its default core_attn): core_attn
     # the attention core, mlp the dense MLP layers, moe the MoE layers' experts, moe_act the experts' activation
     # function, shared_experts the shared experts, layernorm the norms, mla_up_proj MLA's up projections.

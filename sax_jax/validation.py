@@ -469,8 +469,11 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                               "(configs/validation/public_runs.yaml)")
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
+    doc_tokens = int(profile.get("packed_doc_tokens", 0))
+    if doc_tokens:
+        filled.append(f"packed_doc_tokens={doc_tokens} ({profile.get('packed_doc_tokens_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
-                          lora_rank=lora_rank, expert_tensor_parallel=etp, **recipe_training,
+                          lora_rank=lora_rank, packed_doc_tokens=doc_tokens, expert_tensor_parallel=etp, **recipe_training,
                           fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
@@ -838,7 +841,9 @@ def ranking(cases, results) -> dict:
         if len(rs) < MIN_GROUP or len(layouts) < 2:
             continue
         ds, _, model, _, gpu, seq, prec = key
-        pm = [_per_gpu_tflops(r) for r in rs]
+        # to 6 significant digits: runs whose published times and batches scale together (weak scaling) have
+        # equal measured TFLOP/s that float rounding would otherwise split into a spurious order
+        pm = [tuple(float(f"{x:.6g}") for x in _per_gpu_tflops(r)) for r in rs]
         rho = spearman([p for p, _ in pm], [m for _, m in pm])
         out.append({"name": f"{ds}: {model} on {gpu}, seq {seq}, {prec}", "dataset": ds, "n": len(rs),
                     "layouts": len(layouts), "gpu_counts": sorted({by_id[r["id"]].scenario.system.n_gpus

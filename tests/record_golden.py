@@ -71,7 +71,27 @@ def record() -> dict:
     out["validate/ids"] = np.asarray([c["id"] for c in cases])
     out["validate/predicted"] = np.asarray([c["predicted"] for c in cases], np.float64)
     out["meta/jax"] = np.asarray(jax.__version__)
+    out["meta/cpu"] = np.asarray(cpu_fingerprint())
     return out
+
+
+def cpu_fingerprint() -> str:
+    """The host CPU as XLA's CPU backend compiles for it: the model name and its vector extensions. XLA vectorizes
+    float32 reductions to the host's vector width, so another CPU (AVX2 vs AVX-512) sums in another order and
+    moves the last bits of a long reduction (the expert-trace scenarios sum 58 layers x 256 experts)."""
+    import platform
+    name, flags = platform.processor() or platform.machine(), ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key = line.split(":")[0].strip()
+                if key == "model name" and not name.startswith("model:"):
+                    name = "model:" + line.split(":", 1)[1].strip()
+                elif key == "flags" and not flags:
+                    flags = " ".join(sorted(x for x in line.split(":", 1)[1].split() if x.startswith(("avx", "fma"))))
+    except OSError:
+        pass
+    return f"{name} | {flags}"
 
 
 if __name__ == "__main__":

@@ -3,8 +3,10 @@ must not change what the model computes. The file was first recorded before the 
 (commit "cost: the step as named terms" passed against it, timing bit-identical); a deliberate physics change
 re-records it in the same commit and says so.
 
-On CPU with the JAX version that recorded the file the comparison is exact (bit-identical); elsewhere (another
-JAX release, a GPU's fusion) a few ulps of float32 are allowed.
+On CPU with the JAX version and the CPU that recorded the file the comparison is exact (bit-identical); elsewhere
+(another JAX release, another CPU's vector width, a GPU's fusion) float32 reductions run in another order: a few
+ulps, or 1e-4 relative plus 1e-6 absolute where a long sum (an expert trace's 58 layers x 256 experts) or a
+difference of two terms (the pipeline stall) amplifies them; a physics change moves these numbers by far more.
 """
 import os
 
@@ -14,11 +16,14 @@ import numpy as np
 import pytest
 
 import sax_jax as sx
-from record_golden import ROOT, cost_arrays, sample_indices, scenario_paths
+from record_golden import ROOT, cost_arrays, cpu_fingerprint, sample_indices, scenario_paths
 
 GOLDEN = np.load(os.path.join(os.path.dirname(__file__), "data", "golden_model.npz"))
-EXACT = jax.default_backend() == "cpu" and str(GOLDEN["meta/jax"]) == jax.__version__
-MAXULP = 8  # elsewhere
+EXACT = (jax.default_backend() == "cpu" and str(GOLDEN["meta/jax"]) == jax.__version__
+         and "meta/cpu" in GOLDEN and str(GOLDEN["meta/cpu"]) == cpu_fingerprint())
+MAXULP = 8  # elsewhere, or within REL_TOL of the recorded value plus ABS_TOL
+REL_TOL = 1e-4
+ABS_TOL = 1e-6  # 1 us on the time arrays: below anything the model resolves, above a difference's rounding
 
 
 def _same(actual, expected, what):
@@ -32,7 +37,13 @@ def _same(actual, expected, what):
             if EXACT:
                 np.testing.assert_array_equal(actual[fin], expected[fin], err_msg=what)
             else:
-                np.testing.assert_array_max_ulp(actual[fin].astype(expected.dtype), expected[fin], maxulp=MAXULP)
+                a, e = actual[fin].astype(expected.dtype), expected[fin]
+                ulps = np.abs(a.view(np.int32 if e.dtype == np.float32 else np.int64)
+                              - e.view(np.int32 if e.dtype == np.float32 else np.int64))
+                close = np.abs(a - e) <= REL_TOL * np.abs(e) + ABS_TOL
+                bad = ~((ulps <= MAXULP) | close)
+                assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} beyond {MAXULP} ulps and {REL_TOL:g} " \
+                    f"relative, e.g. {a[bad][:3]} vs {e[bad][:3]}"
     else:
         np.testing.assert_array_equal(actual, expected, err_msg=what)
 

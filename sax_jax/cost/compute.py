@@ -249,7 +249,11 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
     # training and its efficiency saturates in the keys one kernel call sweeps (s/cp per ring step).
     attn_max = g.attention_max * head_dim_factor(model.qk_head_dim, g.attention_head_dim_half)
-    attn_eff = attention_efficiency(seq / c, attn_max, g.attention_half_seq)
+    # Packed sequences (Training.packed_doc_tokens): the varlen kernel attends within each example, so of the
+    # whole-sequence causal work S^2/2 it does sum(L_i^2)/2 = L S/2 (L the length-weighted mean example), a share
+    # L/S, in calls of L keys (split over the CP ranks like a whole sequence); unpacked, L = S
+    span = jnp.where(train.doc_tokens > 0, jnp.minimum(train.doc_tokens, seq), seq)
+    attn_eff = attention_efficiency(span / c, attn_max, g.attention_half_seq)
     attn_full = full_attention_flops(mbs, seq, model)
     # Sliding-window layers: the kernel sweeps only ~W keys per query tile (FlashAttention's local/window mode skips
     # the key blocks outside the band), so its efficiency is that of a W-key call; full layers as before. The
@@ -261,11 +265,11 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     r = window_keys_ratio(seq, model)
     window_slowdown = jnp.where(model.window > 0,
                                 attn_eff * ((1.0 - wf) / attn_eff + wf * r / win_eff) / (1.0 - wf + wf * r), 1.0)
-    attn_flash_f = 0.5 * (attn * window_slowdown) / split / (g.peak_flops_16bit * attn_eff)
+    attn_flash_f = 0.5 * (attn * window_slowdown) * (span / seq) / split / (g.peak_flops_16bit * attn_eff)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
     gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
-    # unfused attention computes the whole score matrix and masks it: the window saves no work there
+    # unfused attention computes the whole score matrix and masks it: neither a window nor packing saves work there
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
     sp_split = jnp.where(train.seq_parallel > 0, t, 1.0)
