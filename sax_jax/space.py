@@ -58,6 +58,13 @@ def full_recompute_share(recompute):
     return 1.0 * (recompute == Recompute.FULL) + 0.5 * (recompute == Recompute.HALF)
 
 
+def recompute_share(recompute, recompute_layers, chunk_layers):
+    """full_recompute_share with Megatron-Core's block method (Training.recompute_layers N > 0): full recompute
+    recomputes N of a pipeline chunk's chunk_layers layers (all of them when N >= chunk_layers)."""
+    block = jnp.where(recompute_layers > 0, jnp.minimum(recompute_layers / chunk_layers, 1.0), 1.0)
+    return jnp.where(recompute == Recompute.FULL, block, full_recompute_share(recompute))
+
+
 class Sharding(Option):
     ZERO0 = "zero0"  # replicated optimizer, all-reduced gradients
     ZERO1 = "zero1"  # Megatron's distributed optimizer

@@ -203,6 +203,8 @@ ARCH_RANGES = {
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
                  "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
                  "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained"),
+                 "recompute_layers": Range(0, 100_000, True,
+                                           why="layers of each pipeline chunk full recompute recomputes (0: all)"),
                  "packed_doc_tokens": Range(0, 100_000_000, True,
                                             why="length-weighted mean document length in packed sequences "
                                                 "(0: one document per sequence)"),
@@ -875,6 +877,10 @@ class Training:
     # the attention core, mlp the dense MLP layers, moe the MoE layers' experts, moe_act the experts' activation
     # function, shared_experts the shared experts, layernorm the norms, mla_up_proj MLA's up projections.
     recompute_modules: tuple = ("core_attn",)
+    # What recompute "full" recomputes: Megatron-Core --recompute-method block --recompute-num-layers N recomputes the
+    # first N layers of each pipeline chunk from their input and keeps the others' activations; 0: every layer
+    # (--recompute-method uniform, which recomputes all of them in groups of N)
+    recompute_layers: int = 0
     # Low-precision recipes that keep the first / last layers' GEMMs in BF16 (Megatron-Bridge MixedPrecisionConfig
     # first_last_layers_bf16 with num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16; e.g. Nemotron 3 Super's
     # NVFP4 recipe keeps the last 14 of 88 layers in BF16)

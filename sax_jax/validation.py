@@ -618,9 +618,14 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
         filled[:] = [f for f in filled if not f.startswith("recompute=")]
         filled.append(f"recompute={rec}" + (f" [{', '.join(mods)}]" if rec == "selective" else "")
                       + f" (recipe {src})")
-        if recipe["recompute_method"]:
+        n_layers = recipe["recompute_num_layers"]
+        if rec == "full" and recipe["recompute_method"] == "block" and n_layers:
+            # Megatron-Core block method: the first N layers of each pipeline chunk recomputed, the rest stored
+            out["recompute_layers"] = int(n_layers)
+            filled.append(f"recompute_layers={int(n_layers)} (recipe {src}: recompute_method block)")
+        elif recipe["recompute_method"]:
             approx.append(f"recompute_method {recipe['recompute_method']} with recompute_num_layers "
-                          f"{recipe['recompute_num_layers'] or '?'} is modelled as every layer recomputed")
+                          f"{n_layers or '?'} is modelled as every layer recomputed")
     for col, key in (("bf16_layers_start", "bf16_layers_start"), ("bf16_layers_end", "bf16_layers_end"),
                      ("mtp_layers", "mtp_layers")):
         if recipe[col] not in ("", "0"):

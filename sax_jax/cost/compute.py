@@ -24,7 +24,7 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
-from ..space import Recompute, full_recompute_share
+from ..space import Recompute
 from .lora import adapter_params_per_layer
 from .quantize import quantize_times
 from .terms import Term
@@ -424,7 +424,7 @@ def compute_term(ctx, d, model) -> Term:
     Memory: fp32 logits of the whole microbatch when one stage holds both ends (pp = 1)."""
     lt = ctx.layer
     recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
-                            full_recompute_share(d.recompute) * lt.fwd_s)
+                            ctx.recompute_share * lt.fwd_s)
     stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s + ctx.mtp_s
     logits_bytes = jnp.where(d.pp <= 1.0, 4.0 * d.mbs * ctx.seq * model.vocab / (d.tp * d.cp), 0.0)
     return Term(stage_s=stage_s, memory_bytes=logits_bytes)

@@ -19,7 +19,7 @@ from .placement import group_members, layout_strides
 from .stages import stage_layers
 from .bursts import all_to_all_flows_per_level, ring_flows_per_level
 from .placement import spans
-from ..space import DpSync
+from ..space import DpSync, recompute_share
 from .transport import (GradientPath, collective_factors, ecmp_table, effective_bandwidth, gradient_factors,
                         one_flow_factors, reliable_parts)
 
@@ -52,6 +52,7 @@ class Context(NamedTuple):
     seq: jax.Array  # tokens per sequence
     layers_stage: jax.Array  # layers on the slowest stage (all its chunks)
     layers_first: jax.Array  # layers on the first stage, whose weights and in-flight activations memory checks
+    recompute_share: jax.Array  # fraction of the layers whose forward runs again (full / half / block recompute)
     tp: Group
     cp: Group
     pp: Group
@@ -165,6 +166,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
     params_dense, params_expert = params_per_gpu(tp, pp, ep, model, layers_first, etp)
     return Context(
         dp=dp, microbatches=microbatches, seq=seq, layers_stage=layers_stage, layers_first=layers_first,
+        recompute_share=recompute_share(d.recompute, train.rc_layers, model.layers / (pp * vpp)),
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
         grad_k=grad_k, grad_k_outer=grad_k_outer, local_sync=local_sync, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),

@@ -5,7 +5,6 @@ the forward's ring again.
 """
 import jax.numpy as jnp
 
-from ..space import full_recompute_share
 from . import collectives as coll
 from .overlap import exposed_s
 from .placement import spans
@@ -27,7 +26,7 @@ def cp_term(ctx, d, model, train, gpu):
     fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=gpu.overlap_slowdown)
     bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True,
                             slowdown=gpu.overlap_slowdown)
-    full = full_recompute_share(d.recompute)  # layers whose forward runs twice
+    full = ctx.recompute_share  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     rings = FWD_RINGS * (1.0 + full) + BWD_RINGS

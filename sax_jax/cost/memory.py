@@ -27,8 +27,10 @@ from ..space import Recompute, Schedule, Sharding, full_recompute_share
 from .compute import activated_ffn, activated_ffn_parts
 
 
-def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0):
-    """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute).
+def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_input_bytes=2.0, full_share=None):
+    """Stored activation bytes of one layer for one microbatch on one GPU (recompute: space.Recompute), averaged
+    over the stage's layers; full_share: the fraction recomputed from their input (Context.recompute_share; None:
+    that of the recompute code alone).
     gemm_input_bytes: bytes per element of the inputs the linear layers save for their weight gradients
     (2: 16-bit; 1: FP8 GEMMs, Transformer Engine)."""
     s, b, h = seq / cp, mbs, model.hidden
@@ -76,7 +78,7 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
                + train.rc_mla_up * jnp.where(mla, af * qkv / tp, 0.0))
     none_or_sel = none_or_sel - jnp.where(sel, dropped, 0.0)
     full = 2.0 * sbh / sp_div
-    share = full_recompute_share(recompute)  # the mean over the stage's layers
+    share = full_recompute_share(recompute) if full_share is None else full_share  # the mean over the stage's layers
     return share * full + (1.0 - share) * none_or_sel
 
 

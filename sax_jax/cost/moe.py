@@ -10,7 +10,6 @@ _AllToAll autograd function is exactly that), full recompute the forward's again
 import jax
 import jax.numpy as jnp
 
-from ..space import full_recompute_share
 from .collectives import all_to_all_levels_s, bottleneck, launch_s
 from .expert_placement import level_fractions
 from .overlap import exposed_s
@@ -84,7 +83,7 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=gpu.overlap_slowdown)
     kept = jnp.where(comm_s > 0, exposed / jnp.where(comm_s > 0, comm_s, 1.0), 1.0)
     fwd_layer_s, bwd_layer_s = fwd_layer_s * kept, bwd_layer_s * kept
-    full = full_recompute_share(d.recompute)  # layers whose forward runs twice
+    full = ctx.recompute_share  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     alltoalls = FWD_ALLTOALLS * (1.0 + full) + BWD_ALLTOALLS

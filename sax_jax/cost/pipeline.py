@@ -107,7 +107,8 @@ def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
     # holds one layer more and two chunks fewer in flight); offloaded layers sit in host memory
     kept_layers = ctx.layers_first - offloaded_layers(train, ctx.layers_first)
     acts = in_flight * kept_layers * activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute,
-                                                                     model, train, gpu.gemm_input_bytes)
+                                                                     model, train, gpu.gemm_input_bytes,
+                                                                     ctx.recompute_share)
     # every hop carries each microbatch's activation forward and its gradient back, v times when interleaved
     passes = jnp.where(d.schedule == Schedule.INTERLEAVED, d.vpp, 1.0)
     cross = (jnp.sum(ctx.xb * hop_levels) * micro * 2.0 * act_pp_bytes * passes * d.tp * d.cp * ctx.dp)

@@ -15,7 +15,7 @@ parallelism the full input is already on every rank and the counts are unchanged
 """
 import jax.numpy as jnp
 
-from ..space import Overlap, full_recompute_share
+from ..space import Overlap
 from . import collectives as coll
 from .overlap import exposed_s
 from .terms import Term
@@ -80,7 +80,7 @@ def tp_term(ctx, d, train, gpu, model):
                                (model.mamba_fraction, g.mamba_in, g.mamba_out)):
         f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share)
         fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
-    full = full_recompute_share(d.recompute)  # layers whose forward runs twice
+    full = ctx.recompute_share  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
