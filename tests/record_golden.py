@@ -80,17 +80,15 @@ def cpu_fingerprint() -> str:
     float32 reductions to the host's vector width, so another CPU (AVX2 vs AVX-512) sums in another order and
     moves the last bits of a long reduction (the expert-trace scenarios sum 58 layers x 256 experts)."""
     import platform
-    name, flags = platform.processor() or platform.machine(), ""
+    info = {}
     try:
         with open("/proc/cpuinfo") as f:
-            for line in f:
-                key = line.split(":")[0].strip()
-                if key == "model name" and not name.startswith("model:"):
-                    name = "model:" + line.split(":", 1)[1].strip()
-                elif key == "flags" and not flags:
-                    flags = " ".join(sorted(x for x in line.split(":", 1)[1].split() if x.startswith(("avx", "fma"))))
+            for key, _, value in (line.partition(":") for line in f):
+                info.setdefault(key.strip(), value.strip())  # the first core's entries
     except OSError:
         pass
+    name = f"model:{info['model name']}" if "model name" in info else platform.processor() or platform.machine()
+    flags = " ".join(sorted(x for x in info.get("flags", "").split() if x.startswith(("avx", "fma"))))
     return f"{name} | {flags}"
 
 

@@ -38,8 +38,7 @@ def _same(actual, expected, what):
                 np.testing.assert_array_equal(actual[fin], expected[fin], err_msg=what)
             else:
                 a, e = actual[fin].astype(expected.dtype), expected[fin]
-                ulps = np.abs(a.view(np.int32 if e.dtype == np.float32 else np.int64)
-                              - e.view(np.int32 if e.dtype == np.float32 else np.int64))
+                ulps = np.abs(a - e) / np.spacing(np.abs(e))
                 close = np.abs(a - e) <= REL_TOL * np.abs(e) + ABS_TOL
                 bad = ~((ulps <= MAXULP) | close)
                 assert not bad.any(), f"{what}: {bad.sum()} of {bad.size} beyond {MAXULP} ulps and {REL_TOL:g} " \

@@ -25,7 +25,7 @@ def offload_term(ctx, d, model, train, gpu):
     """(Term: the waits per microbatch on the stage, forward part of them in seconds)."""
     n = offloaded_layers(train, ctx.layers_stage)
     layer_bytes = activation_bytes_per_layer(d.mbs, ctx.seq, d.tp, d.cp, d.recompute, model, train,
-                                             gpu.gemm_input_bytes)
+                                             gpu.gemm_input_bytes, ctx.recompute_share)
     copy_s = jnp.where(gpu.host_Bps > 0, layer_bytes / jnp.where(gpu.host_Bps > 0, gpu.host_Bps, 1.0), 0.0)
     fwd_s = n * jnp.maximum(copy_s - ctx.layer.fwd_s, 0.0)
     bwd_s = n * jnp.maximum(copy_s - ctx.layer.bwd_s, 0.0)
