@@ -472,23 +472,38 @@ def fit_scalar(cases, field, bounds, scale=1.0):
     return x, n, float(np.mean(np.abs(err(x)))), float(np.mean(np.abs(err(lo))))
 
 
-def fit_straggler(cases, write):
-    """One coefficient of variation shared by every GPU type (a property of how clusters run, not of a die),
-    fitted on the whole calibration split with every other constant fixed (fit_scalar)."""
-    cv, n, mape, mape0 = fit_scalar(cases, "straggler_cv", STRAGGLER_BOUNDS)
-    out = {"straggler_cv": cv, "runs": n, "mape": mape, "mape_at_0": mape0}
+def fit_shared(cases, write, field, bounds, flag, after, width):
+    """One GpuP ``field`` shared by every GPU type, fitted on the whole calibration split with every other constant
+    fixed (fit_scalar); with ``write``, set in every hardware YAML (a new line goes after the ``after`` key) with
+    how it was fitted."""
+    x, n, mape, mape0 = fit_scalar(cases, field, bounds)
+    out = {field: x, "runs": n, "mape": mape, "mape_at_0": mape0}
     if write:
-        how = (f"fitted by benchmarks/calibrate.py --straggler: one value for every GPU type on the {n} "
+        how = (f"fitted by benchmarks/calibrate.py {flag}: one value for every GPU type on the {n} "
                f"calibration-split runs (MAPE {100 * mape0:.2f}% -> {100 * mape:.2f}%)")
         for f in sorted(os.listdir(os.path.join(V.CONFIGS, "hardware"))):
             path = os.path.join(V.CONFIGS, "hardware", f)
             text = open(path).read()
-            line = f"  straggler_cv: {cv:<13.4f}# {how}"
-            text, n_sub = re.subn(r"\n  straggler_cv: .*", "\n" + line, text)
+            line = f"  {field}: {x:<{width}.4f}# {how}"
+            text, n_sub = re.subn(rf"\n  {field}: .*", "\n" + line, text)
             if n_sub == 0:
-                text = re.sub(r"(\n  layer_overhead_us: .*)", lambda m: m.group(1) + "\n" + line, text)
+                text = re.sub(rf"(\n  {after}: .*)", lambda m: m.group(1) + "\n" + line, text)
             open(path, "w").write(text)
     return out
+
+
+def fit_straggler(cases, write):
+    """One coefficient of variation shared by every GPU type (a property of how clusters run, not of a die)."""
+    return fit_shared(cases, write, "straggler_cv", STRAGGLER_BOUNDS, "--straggler", "layer_overhead_us", 13)
+
+
+OVERLAP_BOUNDS = (0.0, 0.6)
+
+
+def fit_overlap(cases, write):
+    """One contention fraction shared by every GPU type (cost/overlap.nccl_price): what an overlapped collective
+    costs the compute beside it beyond its SM share."""
+    return fit_shared(cases, write, "overlap_contention", OVERLAP_BOUNDS, "--overlap", "straggler_cv", 7)
 
 
 def fit_fields(cases, fields, bounds, scale, starts):
@@ -556,6 +571,9 @@ def main(argv=None):
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
     ap.add_argument("--straggler", action="store_true",
                     help="fit the straggler coefficient of variation shared by all GPU types on the calibration split")
+    ap.add_argument("--overlap", action="store_true",
+                    help="fit the contention an overlapped NCCL collective adds beyond its SM share, shared by all "
+                         "GPU types, on the calibration split")
     ap.add_argument("--moe-host", action="store_true",
                     help="fit Megatron-TE's host-side MoE costs (per local expert per grouped-GEMM pass, per MoE "
                          "layer without CUDA graphs) on the calibration split, GPU constants fixed")
@@ -566,9 +584,10 @@ def main(argv=None):
     cases, errs = V.load_cases([V.VALIDATION_DIR])
     if errs:
         raise SystemExit("\n".join(map(str, errs)))
-    if args.family or args.frameworks or args.straggler or args.moe_host:
+    if args.family or args.frameworks or args.straggler or args.moe_host or args.overlap:
         out = ({"family": {args.family: fit_family(args.family, cases, args.write)}} if args.family
                else {"straggler": fit_straggler(cases, args.write)} if args.straggler
+               else {"overlap": fit_overlap(cases, args.write)} if args.overlap
                else {"moe_host": fit_moe_host(cases, args.write)} if args.moe_host
                else {"frameworks": fit_frameworks(cases, args.write)})
         if args.write:

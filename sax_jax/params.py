@@ -123,11 +123,14 @@ class GpuP(NamedTuple):
     gemm_input_bytes: jnp.ndarray  # bytes/element of saved linear-layer inputs: 1 with FP8 GEMMs (TE), else 2
     memory_bound: jnp.ndarray
     layer_overhead_s: jnp.ndarray
-    overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it (its SM share)
+    overlap_slowdown: jnp.ndarray  # fraction compute slows while a collective overlaps it: its SM share
     elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
     straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
     expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
     moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
+    # compute slowdown beyond overlap_slowdown's SM share while a collective overlaps (HBM, L2, power), fitted
+    # (Efficiency.overlap_contention, cost/overlap.nccl_price)
+    overlap_contention: jnp.ndarray | float = 0.0
     dp_per_layer: jnp.ndarray | float = 0.0  # 1: the framework issues one dp collective per layer (Framework.dp_calls)
     host_Bps: jnp.ndarray | float = 0.0  # GPU <-> host bandwidth per direction (activation offloading); 0: not given
     # HBM bytes per rotated query/key element of a YaRN-scaled RoPE the framework cannot fuse (Framework.
@@ -326,7 +329,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         # ratios are measured at 128-wide heads and FlashAttention-2 / Triton lose less at 64 (FlashAttention-3
         # paper: 0.90 / 0.96 vs cuDNN's 0.80), so they run flat
         attention_head_dim_half=e.attention_head_dim_half if fw.attention_kernel == BEST_KERNEL else 0.0,
-        straggler_cv=e.straggler_cv,
+        straggler_cv=e.straggler_cv, overlap_contention=e.overlap_contention,
         peak_flops_16bit=g.peak_flops_16bit(training.precision),
         gemm_input_bytes=GEMM_INPUT_BYTES.get(training.precision, 2.0), memory_bound=e.memory_bound,
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,

@@ -114,6 +114,8 @@ RANGES = {
         "attention_head_dim_half": Range(0, 1024, why="head width at which the calibrated attention kernel's speed "
                                          "is half its wide-head limit (0: flat)"),
         "straggler_cv": Range(0, 1, why="coefficient of variation of a GPU's kernel time per step"),
+        "overlap_contention": Range(0, 1, hi_open=True, why="compute slowdown beyond the SM share while an NCCL "
+                                    "collective overlaps it (a fraction)"),
     },
     "level": {
         "size": Range(1, 1_000_000, True, why="units of the level below"),
@@ -550,6 +552,9 @@ class Efficiency:
     attention_head_dim_half: float = 0.0
     # coefficient of variation of one GPU's kernel time per step (cost/straggler.py); 0 = identical GPUs
     straggler_cv: float = 0.0
+    # what an overlapped NCCL collective costs the compute beside it beyond the SMs its kernels hold (HBM and L2
+    # traffic of its copies, clocks under the shared power limit): a fraction of the hidden time (cost/overlap.py)
+    overlap_contention: float = 0.0
 
     def validate(self, file=None):
         _check(self.status in ("provisional", "calibrated"), "efficiency.status", self.status,

@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import example, given, settings, strategies as st
 
 import sax_jax as sx
 from sax_jax.config import load_system
@@ -118,6 +118,7 @@ def test_optimized_layer_split_is_never_slower_than_the_even_split(layers, per_t
 @settings(max_examples=40, deadline=None)
 @given(layers=st.integers(4, 40), per_type=st.lists(st.integers(1, 4), min_size=1, max_size=3),
        speeds=st.lists(st.floats(0.2, 5.0), min_size=4, max_size=4), extra=st.floats(0.0, 3.0))
+@example(layers=40, per_type=[2], speeds=[1.25, 1.0, 1.0, 1.0], extra=2.0)  # a float32 tie: came up one layer short
 def test_optimized_layer_split_is_the_brute_force_optimum(layers, per_type, speeds, extra):
     """Every assignment of whole layers to the groups but the last (the last takes what is left): none has a
     faster slowest stage."""

@@ -170,11 +170,12 @@ def test_whole_number_field_not_refined(building, engine):
 
 def test_ties_are_not_crossovers(building, engine):
     """At batch 1024 the best (zero1) ties with its zero2 twin (the sweep keeps the lower index). A next point whose
-    best is the twin is no crossover: the previous best is still as fast there. The real change to 2048 is."""
+    best is the twin is no crossover: the previous best is still as fast there. The real change to 2048 is (the
+    layout: CP 2 x PP 4 -> CP 1 x PP 2, once a larger batch fills a shorter pipeline)."""
     vary = parse_vary("training.global_batch_sequences=1024,2048")
     study = sensitivity(building, vary, engine=engine)
     a, b = study["points"]
-    assert {c["axis"] for c in study["crossovers"]} >= {"mbs"}
+    assert {c["axis"] for c in study["crossovers"]} >= {"cp", "pp"}
     twin = {**a["best"]["design"], "sharding": "zero2"}
     assert a["best"]["design"]["sharding"] == "zero1"
     assert _direct_s(building, vary, 1024, twin) == pytest.approx(a["best"]["step_time_s"], rel=1e-7)
@@ -186,11 +187,12 @@ def test_table_output(latency_study, building):
     buf = io.StringIO()
     print_study(latency_study, building.space, Console(file=buf, width=200))
     text = buf.getvalue()
-    # with every data-parallel call paying the 1,024-node ring's hop latencies, TP 8 x DP 1,024 (1F1B, no pipeline)
-    # gives way to an interleaved pipeline (a smaller DP ring) already between 8 and 100 us
+    # with every data-parallel call paying its ring's hop latencies, the interleaved pipeline deepens (a smaller DP
+    # ring) between 8 and 100 us, and from 100 us to 1 ms ZB-H2 over a deeper pipeline with CP takes over
     flat = " ".join(text.split())  # the console wraps long crossover lines
     assert "between 8 and 100, crossover at building.latency_us = " in flat
-    assert "the best schedule changes from 1f1b to interleaved" in flat
+    assert "the best pp changes from 2 to 4" in flat
+    assert "the best schedule changes from interleaved to zb-h2" in flat
     assert "time breakdown of the best design" in text
 
 

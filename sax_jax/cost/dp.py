@@ -24,7 +24,7 @@ from ..space import DpAlgo, Overlap, Sharding
 from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, ring_hop_latency_s,
                           tree_allreduce_s)
 from .memory import model_state_bytes
-from .overlap import exposed_s
+from .overlap import exposed_s, nccl_price
 from .placement import spans
 from .terms import Term
 
@@ -141,7 +141,7 @@ def dp_term(ctx, d, train, gpu):
     # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
     fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
-    slowdown = gpu.overlap_slowdown
+    slowdown = nccl_price(gpu)
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
 
     buckets = dp_calls(trained_gpu, ctx.grad_shards, ctx.layers_stage, overlapped, gpu.dp_per_layer)

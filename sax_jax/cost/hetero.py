@@ -77,6 +77,13 @@ def min_max_split(offset, slope, weight, need):
     t_one = jnp.max(jnp.where(active, offset + slope, -jnp.inf))
     t = jnp.maximum(t_fit, t_one)
     c = jnp.where(active, jnp.maximum(_fits(t, offset, slope, cmax), 1.0), 0.0)
+    # XLA may contract offset + slope c into one FMA in the bisection and not here (or the reverse), so a candidate
+    # time can land one float32 ulp below the time its own unit needs, and the split comes up one unit short
+    # (offset [0, 1.6], slope 0.8, 40 units: 20 + 19). Then the optimum is the next candidate time: the least
+    # over the groups of the time of one more unit.
+    short = jnp.sum(jnp.where(active, weight * c, 0.0)) < need
+    t_next = jnp.min(jnp.where(active, offset + slope * (c + 1.0), jnp.inf))
+    c = jnp.where(short, jnp.where(active, jnp.maximum(_fits(t_next, offset, slope, cmax), 1.0), 0.0), c)
     return c, jnp.max(jnp.where(active, offset + slope * c, -jnp.inf))
 
 

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 
 from .collectives import all_to_all_levels_s, bottleneck, launch_s
 from .expert_placement import level_fractions
-from .overlap import exposed_s
+from .overlap import exposed_s, nccl_price
 from .terms import Term
 
 FWD_ALLTOALLS = 2.0
@@ -80,7 +80,7 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     # microbatches in flight.
     overlapped = (train.ep_overlap > 0) & (ctx.microbatches > 1.0)
     comm_s = fwd_layer_s + bwd_layer_s
-    exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=gpu.overlap_slowdown)
+    exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=nccl_price(gpu))
     kept = jnp.where(comm_s > 0, exposed / jnp.where(comm_s > 0, comm_s, 1.0), 1.0)
     fwd_layer_s, bwd_layer_s = fwd_layer_s * kept, bwd_layer_s * kept
     full = ctx.recompute_share  # layers whose forward runs twice

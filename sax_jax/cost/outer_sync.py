@@ -35,7 +35,7 @@ import jax.numpy as jnp
 from ..space import OUTER_BYTES, DpSync
 from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce
 from .dp import BUCKET_PARAMS, _allreduce_s
-from .overlap import exposed_s
+from .overlap import exposed_s, nccl_price
 from .terms import Term
 
 
@@ -71,7 +71,7 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s):
     buckets = jnp.maximum(trained_gpu / (k * BUCKET_PARAMS), 1.0)  # NCCL calls per fragment (both collectives)
     frag_s = ar_s + ag_s + 2.0 * buckets * NCCL_BASE_LATENCY_S
     window_s = jnp.minimum(train.stream_overlap_steps, h / k) * inner_step_s
-    exposed = jnp.where(streaming, exposed_s(frag_s, window_s, True, None, gpu.overlap_slowdown), frag_s)
+    exposed = jnp.where(streaming, exposed_s(frag_s, window_s, True, None, nccl_price(gpu)), frag_s)
     step_s = jnp.where(local, k / h * exposed, 0.0)
     # bytes over campus/region links: hierarchical accounting as dp._cross_bytes, the whole model once per H steps
     per_byte = jnp.sum(ctx.xb * bytes_per_level_allreduce(ctx.grad_k_outer, 1.0))

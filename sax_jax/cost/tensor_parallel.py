@@ -38,16 +38,18 @@ UB_RING_SMS = 1.0
 UB_SMS = 16.0
 
 
-def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share):
+def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention=0.0):
     """(forward, backward) seconds of one sub-layer instance's TP collectives: each all-gather or reduce-scatter
     takes c_s, hidden (where overlapped) under the GEMM TE pairs it with (in_s: the column-parallel GEMM, out_s:
-    the row-parallel one; the backward's dgrad and wgrad GEMMs each take as long as the forward's)."""
+    the row-parallel one; the backward's dgrad and wgrad GEMMs each take as long as the forward's). Each hidden
+    second costs the GEMM its mechanism's SM share plus ``contention`` (the copies' HBM and L2 traffic, the shared
+    power limit: GpuP.overlap_contention, cost/overlap.py), whether the copy runs on SMs or copy engines."""
     def ring(c, w):
-        return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share)
+        return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share + contention)
 
     pipe = exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
-                     chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share)
-    bulk = exposed_s(c_s, in_s, overlapped, slowdown=UB_SMS * sm_share)
+                     chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share + contention)
+    bulk = exposed_s(c_s, in_s, overlapped, slowdown=UB_SMS * sm_share + contention)
     # sequence parallel: forward AG -> column GEMM ... row GEMM -> RS; backward: AG of the output gradient (ring,
     # under the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one
     # all-reduce (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never
@@ -78,7 +80,7 @@ def tp_term(ctx, d, train, gpu, model):
     fwd_layer_s, bwd_layer_s = 0.0, 0.0
     for share, w_in, w_out in ((model.attn_fraction, g.attn_in, g.attn_out), (model.mlp_fraction, g.mlp_in, g.mlp_out),
                                (model.mamba_fraction, g.mamba_in, g.mamba_out)):
-        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share)
+        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share, gpu.overlap_contention)
         fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
     full = ctx.recompute_share  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
