@@ -572,7 +572,7 @@ def main(argv=None):
     ap.add_argument("--straggler", action="store_true",
                     help="fit the straggler coefficient of variation shared by all GPU types on the calibration split")
     ap.add_argument("--overlap", action="store_true",
-                    help="fit the contention an overlapped NCCL collective adds beyond its SM share, shared by all "
+                    help="fit the contention an overlapped collective adds beyond its SM share, shared by all "
                          "GPU types, on the calibration split")
     ap.add_argument("--moe-host", action="store_true",
                     help="fit Megatron-TE's host-side MoE costs (per local expert per grouped-GEMM pass, per MoE "

@@ -114,7 +114,7 @@ RANGES = {
         "attention_head_dim_half": Range(0, 1024, why="head width at which the calibrated attention kernel's speed "
                                          "is half its wide-head limit (0: flat)"),
         "straggler_cv": Range(0, 1, why="coefficient of variation of a GPU's kernel time per step"),
-        "overlap_contention": Range(0, 1, hi_open=True, why="compute slowdown beyond the SM share while an NCCL "
+        "overlap_contention": Range(0, 1, hi_open=True, why="compute slowdown beyond the SM share while a "
                                     "collective overlaps it (a fraction)"),
     },
     "level": {
@@ -552,7 +552,7 @@ class Efficiency:
     attention_head_dim_half: float = 0.0
     # coefficient of variation of one GPU's kernel time per step (cost/straggler.py); 0 = identical GPUs
     straggler_cv: float = 0.0
-    # what an overlapped NCCL collective costs the compute beside it beyond the SMs its kernels hold (HBM and L2
+    # what an overlapped collective costs the compute beside it beyond the SMs its kernels hold (HBM and L2
     # traffic of its copies, clocks under the shared power limit): a fraction of the hidden time (cost/overlap.py)
     overlap_contention: float = 0.0
 
