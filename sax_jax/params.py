@@ -136,6 +136,10 @@ class GpuP(NamedTuple):
     # HBM bytes per rotated query/key element of a YaRN-scaled RoPE the framework cannot fuse (Framework.
     # fused_scaled_rope, compute.ROPE_EAGER_BYTES_PER_ELEMENT); 0 where it fuses it
     rope_eager_bytes: jnp.ndarray | float = 0.0
+    # eager frameworks (Framework.eager_*_bytes_per_element): extra bytes per hidden element per norm, and bytes per
+    # rotated query/key element of a RoPE that always runs unfused; 0 for fused kernels
+    norm_eager_bytes: jnp.ndarray | float = 0.0
+    rope_always_bytes: jnp.ndarray | float = 0.0
     sm_share: jnp.ndarray | float = 0.0  # 1 / SMs: the compute one SM's worth of communication kernel takes
     # head width at which fused attention runs at half its wide-head speed (compute.head_dim_factor); 0: flat
     attention_head_dim_half: jnp.ndarray | float = 0.0
@@ -336,6 +340,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
         dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
         rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
+        norm_eager_bytes=fw.eager_norm_bytes_per_element, rope_always_bytes=fw.eager_rope_bytes_per_element,
         quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes)
 
 

@@ -152,6 +152,8 @@ RANGES = {
         "layer_overhead_us": Range(0, 1e6, why="extra fixed time per layer and pass, microseconds"),
         "expert_gemm_us": Range(0, 1e6, why="fixed time per local expert per grouped-GEMM pass, microseconds"),
         "moe_host_us": Range(0, 1e6, why="host-bound time per MoE layer forward without CUDA graphs, microseconds"),
+        "eager_norm_bytes_per_element": Range(0, 1000, why="extra HBM bytes of an unfused norm per hidden element"),
+        "eager_rope_bytes_per_element": Range(0, 1000, why="HBM bytes of an unfused RoPE per query/key element"),
     },
     "training": {
         "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
@@ -820,6 +822,11 @@ class Framework:
     # (cost/quantize.py): torch.compile fuses the reduction into its pointwise producer; eager Transformer Engine
     # current scaling reads the tensor once for the amax and once more for the cast
     fused_amax: bool = False
+    # Eager PyTorch (no torch.compile, no fused kernels): HBM bytes its composite RMSNorm moves per hidden element
+    # beyond a fused norm's read + write, and its rotary embedding per rotated query/key element, forward
+    # (cost/compute.py; derived by counting the framework's ops in frameworks.yaml). 0: fused.
+    eager_norm_bytes_per_element: float = 0.0
+    eager_rope_bytes_per_element: float = 0.0
     description: str = ""
 
     def validate(self, file=None):

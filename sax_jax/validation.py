@@ -91,7 +91,11 @@ MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "
 # `features` of the run (not of the model) that a dataset profile parameterizes
 RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)",
                 "fp8-delayed": "FP8 with Transformer Engine's delayed scaling (NeMo's default recipe)",
-                "fp8-rowwise": "FP8 with torchao's rowwise scaling"}
+                "fp8-rowwise": "FP8 with torchao's rowwise scaling",
+                "eager": "run without torch.compile: its dataset framework's eager entry (<framework>-eager)"}
+# `features` naming the run's software stack apart from its dataset's: the framework gets this suffix
+# (configs/frameworks.yaml torchtitan / torchtitan-eager: torchtitan's tables mix eager and torch.compile runs)
+FRAMEWORK_FEATURES = {"eager": "-eager"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
@@ -469,6 +473,11 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                               "(configs/validation/public_runs.yaml)")
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
+    framework = profile.get("framework", "megatron-te")
+    for f in feats:
+        if f in FRAMEWORK_FEATURES:
+            framework += FRAMEWORK_FEATURES[f]
+            filled.append(f"framework={framework} (row feature {f})")
     doc_tokens = int(profile.get("packed_doc_tokens", 0))
     if doc_tokens:
         filled.append(f"packed_doc_tokens={doc_tokens} ({profile.get('packed_doc_tokens_source', 'profile')})")
@@ -477,7 +486,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                           fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
-                          framework=_framework(profile.get("framework", "megatron-te"), file))
+                          framework=_framework(framework, file))
     tpath = os.path.join(CONFIGS, "network", "transports.yaml")
     if tpath not in _TRANSPORTS:
         _TRANSPORTS[tpath] = load_transports(tpath)

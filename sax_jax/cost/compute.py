@@ -284,6 +284,10 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # heads is replicated on each); zero unless the model's RoPE is YaRN-scaled and the framework cannot fuse that
     rotated = (model.heads / t + jnp.maximum(model.kv_heads / t, 1.0)) * model.head_dim * model.attn_fraction
     elem_bytes = elem_bytes + model.rope_scaled * g.rope_eager_bytes * tokens * rotated
+    # eager frameworks (no torch.compile): the composite RMSNorm's extra passes (two norms per transformer layer) and
+    # a RoPE that always runs unfused (GpuP.norm_eager_bytes / rope_always_bytes; 0 for fused kernels)
+    norm_eager = g.norm_eager_bytes * tokens * 2.0 * sublayers * model.hidden / sp_split
+    elem_bytes = elem_bytes + norm_eager + g.rope_always_bytes * tokens * rotated
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
     # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
     # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
@@ -328,7 +332,8 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     dense_mlp_f = gt(dense_fl) + act_bytes_per_ffn * dense_ffn / mem_bw
     shared_f = gt(shared_fl)
     moe_f = gt(routed_fl) + shared_f + moe_act_f + expert_gemms_f + moe_host_f
-    norm_f = g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split / mem_bw
+    norm_f = (g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split
+              + norm_eager) / mem_bw
     mla_up_f = gt(2.0 * mbs * seq * model.mla_up * model.attn_fraction)
     recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f
                    + (1.0 - train.rc_moe) * (train.rc_moe_act * moe_act_f + train.rc_shared * shared_f)

@@ -14,7 +14,7 @@ explicit what the collection states in prose, so that `sax validate` does not ha
                shape not published/verified), lora (frozen base weights), sac-op / sac-layer (torchtitan
                selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W),
                fp8-delayed (an FP8 row from NeMo's tables: Transformer Engine's DelayedScaling), fp8-rowwise
-               (torchtitan's float8 rowwise rows).
+               (torchtitan's float8 rowwise rows), eager (a torchtitan run without torch.compile).
                sax_jax/validation.py decides which of these the model supports, approximates or cannot represent.
 * `dataset`:   fine-tuning rows (notes start `task=sft` or `task=lora`) move to dataset `nvidia-finetune`, so
                that the pretraining datasets' MAPE is not mixed with fine-tuning (their id still names the
@@ -61,6 +61,8 @@ def features(r) -> list:
         out.append("lora")
     if r["recompute"] == "selective" and r["dataset"].startswith("torchtitan"):
         out.append("sac-layer" if "layer-level SAC" in n or "layer SAC" in n else "sac-op")
+    if r["dataset"].startswith("torchtitan") and re.search(r"\beager\b", n):
+        out.append("eager")
     if "96GB HBM2e" in n or "HBM2e" in n and "H100" in r["gpu"]:
         out.append("h100-96gb")
     if r["precision"].lower() == "fp8":
