@@ -193,10 +193,11 @@ def test_page_renders_in_headless_chromium(page, tmp_path):
 
 def test_cli_writes_the_page_and_json(tmp_path, capsys):
     out = tmp_path / "r.html"
-    assert main(["report", "h100-building", "-o", str(out), "--top", "3", "--no-sensitivity", "--json"]) == 0
+    # --top 8 as the data fixture's top_k: the same sweep program (from the session's compile cache)
+    assert main(["report", "h100-building", "-o", str(out), "--top", "8", "--no-sensitivity", "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["out"] == str(out) and rec["bytes"] == out.stat().st_size
-    assert rec["sensitivity"] == [] and len(rec["top"]) == 3
+    assert rec["sensitivity"] == [] and len(rec["top"]) == 8
     assert not os.path.exists(str(out) + ".tmp")
 
 
