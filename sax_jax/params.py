@@ -210,6 +210,8 @@ class TrainP(NamedTuple):
     n_gpus: jnp.ndarray
     lora: jnp.ndarray  # 1: LoRA fine-tuning (base weights frozen), 0: every weight trains
     lora_rank: jnp.ndarray
+    # bytes per weight in the data-parallel parameter all-gathers (Training.param_gather_bytes, resolved)
+    param_gather_bytes: jnp.ndarray | float = 2.0
     doc_tokens: jnp.ndarray | float = 0.0  # packed sequences: length-weighted mean tokens per example (0: unpacked)
     gpu_fail_per_s: jnp.ndarray | float = 0.0  # non-network job-killing failures per GPU-second
     checkpoint_write_s: jnp.ndarray | float = 0.0
@@ -413,6 +415,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
     t = training
     return _arrays(
         TrainP, dtype, gbs=t.global_batch_sequences, seq=t.seq_len, param_bytes=t.param_bytes,
+        param_gather_bytes=t.param_gather_bytes or t.param_bytes,
         grad_bytes=t.grad_bytes, grad_reduce_bytes=t.grad_reduce_bytes, opt_bytes=t.optimizer_bytes_per_param,
         seq_parallel=1 if t.sequence_parallel else 0, flash=1 if t.flash_attention else 0,
         allow_bounded=1 if t.allow_bounded_loss else 0, n_gpus=system.n_gpus,

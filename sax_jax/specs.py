@@ -159,6 +159,7 @@ RANGES = {
         "global_batch_sequences": Range(1, 100_000_000, True, why="sequences per optimizer step"),
         "seq_len": Range(1, 100_000_000, True, why="tokens per sequence"),
         "param_bytes": Range(0.125, 16, why="bytes per weight"),
+        "param_gather_bytes": Range(0, 16, why="bytes per weight in the parameter all-gathers; 0: param_bytes"),
         "grad_bytes": Range(0.125, 16, why="bytes per gradient element"),
         "grad_reduce_bytes": Range(0.125, 16, why="bytes per gradient element on the wire"),
         "optimizer_bytes_per_param": Range(0, 256, why="optimizer state bytes per parameter"),
@@ -851,6 +852,11 @@ class Training:
     seq_len: int
     precision: str = "bf16"
     param_bytes: float = 2.0  # 16-bit weights
+    # Bytes per weight in the data-parallel parameter all-gathers (ZeRO-3/FSDP per microbatch, ZeRO-1/2 after the
+    # step), when the framework casts the weights before gathering them: 1 for an FP8 all-gather (torchao Float8
+    # enable_fsdp_float8_all_gather, which FSDP2 gathers as float8 and the GEMMs read as is; Megatron's
+    # --fp8-param-gather). 0: the weights' own bytes (param_bytes).
+    param_gather_bytes: float = 0.0
     grad_bytes: float = 4.0  # Megatron keeps fp32 main grads by default
     grad_reduce_bytes: float = 4.0  # bytes per gradient element on the wire
     optimizer_bytes_per_param: float = 12.0  # Adam: fp32 master + m + v

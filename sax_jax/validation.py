@@ -92,7 +92,9 @@ MODEL_FILE_CHECKS = {"layers": "layers", "hidden": "hidden", "heads": "heads", "
 RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the dataset profile (lora_rank)",
                 "fp8-delayed": "FP8 with Transformer Engine's delayed scaling (NeMo's default recipe)",
                 "fp8-rowwise": "FP8 with torchao's rowwise scaling",
-                "eager": "run without torch.compile: its dataset framework's eager entry (<framework>-eager)"}
+                "eager": "run without torch.compile: its dataset framework's eager entry (<framework>-eager)",
+                "fp8-all-gather": "FSDP gathers the weights in FP8 (torchao enable_fsdp_float8_all_gather): "
+                                  "param_gather_bytes = 1"}
 # `features` naming the run's software stack apart from its dataset's: the framework gets this suffix
 # (configs/frameworks.yaml torchtitan / torchtitan-eager: torchtitan's tables mix eager and torch.compile runs)
 FRAMEWORK_FEATURES = {"eager": "-eager"}
@@ -473,6 +475,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                               "(configs/validation/public_runs.yaml)")
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
+    gather = {}
+    if "fp8-all-gather" in feats:
+        gather["param_gather_bytes"] = 1.0
+        filled.append("param_gather_bytes=1 (row feature fp8-all-gather)")
     framework = profile.get("framework", "megatron-te")
     for f in feats:
         if f in FRAMEWORK_FEATURES:
@@ -483,6 +489,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         filled.append(f"packed_doc_tokens={doc_tokens} ({profile.get('packed_doc_tokens_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           lora_rank=lora_rank, packed_doc_tokens=doc_tokens, expert_tensor_parallel=etp, **recipe_training,
+                          **gather,
                           fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),

@@ -130,8 +130,9 @@ def dp_term(ctx, d, train, gpu):
     # every (frozen) weight
     lora = train.lora > 0
     trained_gpu = jnp.where(lora, ctx.params_adapter, params_gpu)
-    grad_bytes, param_bytes = trained_gpu * train.grad_reduce_bytes, params_gpu * train.param_bytes
-    step_param_bytes = trained_gpu * train.param_bytes
+    # the parameter all-gathers move param_gather_bytes per weight (an FP8 all-gather: 1; Training.param_gather_bytes)
+    grad_bytes, param_bytes = trained_gpu * train.grad_reduce_bytes, params_gpu * train.param_gather_bytes
+    step_param_bytes = trained_gpu * train.param_gather_bytes
     zero3 = shards_weights(sharding)
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
@@ -167,7 +168,8 @@ def dp_term(ctx, d, train, gpu):
     # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
     frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
     state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)
-    layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_bytes
+    # ZeRO-3's two gathered layers (the one computing, the one prefetched), in the bytes they were gathered in
+    layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_gather_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
     return Term(stage_s=stage_s, step_s=step_s, cross_bytes=_cross_bytes(ctx, sharding, grad_bytes, param_bytes,
                                                                           train, step_param_bytes),

@@ -14,7 +14,8 @@ explicit what the collection states in prose, so that `sax validate` does not ha
                shape not published/verified), lora (frozen base weights), sac-op / sac-layer (torchtitan
                selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W),
                fp8-delayed (an FP8 row from NeMo's tables: Transformer Engine's DelayedScaling), fp8-rowwise
-               (torchtitan's float8 rowwise rows), eager (a torchtitan run without torch.compile).
+               (torchtitan's float8 rowwise rows), eager (a torchtitan run without torch.compile), fp8-all-gather
+               (a torchtitan FP8 run whose FSDP gathers the weights in float8: FP8_ALL_GATHER_CONFIGS).
                sax_jax/validation.py decides which of these the model supports, approximates or cannot represent.
 * `dataset`:   fine-tuning rows (notes start `task=sft` or `task=lora`) move to dataset `nvidia-finetune`, so
                that the pretraining datasets' MAPE is not mixed with fine-tuning (their id still names the
@@ -45,6 +46,12 @@ EXCLUDE = {  # rows flagged CHECK: in the collection (the source contradicts its
 # model represents (the next container's row of the same recipe is the one to score)
 KNOWN_REGRESSION = re.compile(r"table footnote: [^;]*regression is a known issue[^;]*", re.I)
 NEW = ("head_dim", "sharding", "overlap", "features", "exclude")
+# torchtitan train configs that turn on FSDP's float8 all-gather ([float8] enable_fsdp_float8_all_gather = true), by
+# model, at the commits the rows cite for the settings their tables leave out: llama3_405b.toml at 3faaa1a (the
+# 2024-08 performance table) and at 9dec370 (the 2024-12 benchmark). llama3_8b/70b.toml at those commits leave float8
+# off (the tables turn it on from the command line, the all-gather not said) and at 820504e (the Async-TP table)
+# set it false: those rows gather in 16 bits unless their notes say otherwise.
+FP8_ALL_GATHER_CONFIGS = {"llama3.1-405B"}
 
 
 def features(r) -> list:
@@ -73,6 +80,8 @@ def features(r) -> list:
             out.append("fp8-delayed")
         if "float8 rowwise" in n:
             out.append("fp8-rowwise")
+        if r["dataset"].startswith("torchtitan") and ("float8 all-gather" in n or m in FP8_ALL_GATHER_CONFIGS):
+            out.append("fp8-all-gather")
     return out
 
 
