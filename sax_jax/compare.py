@@ -1,8 +1,8 @@
 """A few designs of one scenario side by side, and which breakdown terms explain their step-time differences.
 
 Pure functions: design dicts in, JSON-ready records and differences out (printing lives in
-``sax_jax.commands.compare``). All designs go through the model in one call of the jitted, vmapped step-time
-model (``evaluate.evaluate`` on a stacked batch), the same program `sax eval` runs with a batch of one.
+``sax_jax.commands.compare``). A few designs go through the jitted, vmapped step-time model one at a time, in the
+program `sax eval` runs with a batch of one; many in one stacked batch (``evaluate_designs``).
 
 The breakdown terms sum to the step time (``cost.terms.Breakdown``), so for each design the term deltas
 against the reference (the first design) sum to its step-time delta, up to float32 rounding; each term's
@@ -23,9 +23,20 @@ GiB = 2**30
 NEGLIGIBLE_REL = 1e-6
 
 
+# Up to this many designs go through the model one at a time: the batch-of-one program is the one `sax eval` and the
+# baselines (search.baselines.baseline_costs) already compiled for the scenario, where a batch of n is a new XLA
+# program per n (a report's best-vs-baselines comparison compiled one: 8-24 s per scenario on 2 CPU cores, against
+# ~0.1 s for the few calls). One design then has the same numbers in a comparison as in `sax eval`.
+ONE_BY_ONE_MAX = 32
+
+
 def evaluate_designs(scenario, points: list, engine=None) -> list:
-    """Cost dicts (as ``evaluate_one`` returns them) of Designs, from one batched model call."""
-    cost = evaluate(scenario, stack(points), (engine or DEFAULT_ENGINE).params(scenario))
+    """Cost dicts (as ``evaluate_one`` returns them) of Designs: one by one for a few (ONE_BY_ONE_MAX), else one
+    batched model call."""
+    params = (engine or DEFAULT_ENGINE).params(scenario)
+    if len(points) <= ONE_BY_ONE_MAX:
+        return [cost_to_dict(evaluate(scenario, p, params), 0) for p in points]
+    cost = evaluate(scenario, stack(points), params)
     return [cost_to_dict(cost, i) for i in range(len(points))]
 
 
