@@ -985,6 +985,9 @@ class Training:
 
     def validate(self, file=None):
         _ranges(self, "training", "training.", file)
+        _check(self.param_gather_bytes == 0 or self.param_gather_bytes >= 0.125, "training.param_gather_bytes",
+               self.param_gather_bytes, "must be 0 (the weights' own bytes) or at least 0.125",
+               "1 for an FP8 all-gather", file=file)
         bad = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
         _check(not bad, "training.recompute_modules", bad[0] if bad else None, "unknown module",
                f"use any of {', '.join(RECOMPUTE_MODULES)}", file=file)

@@ -71,7 +71,7 @@ def test_rows_whose_configs_gather_in_fp8():
     assert got["tt-h100-t1-8b-fsdp-compile-fp8"] == 0.0
 
 
-@pytest.mark.parametrize("value", ["-1", "17", "lots"])
+@pytest.mark.parametrize("value", ["-1", "17", "lots", "0.05"])
 def test_bad_value_names_the_key(tmp_path, value):
     text = open(os.path.join(CONFIGS, "scenarios", "default.yaml")).read().replace(
         "  grad_reduce_bytes: 2\n", f"  grad_reduce_bytes: 2\n  param_gather_bytes: {value}\n", 1)
