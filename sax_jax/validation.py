@@ -593,17 +593,26 @@ def RECIPES() -> dict:
         return {r["id"]: r for r in csv.DictReader(fh)}
 
 
-def cuda_graphs_of(recipe_value: str) -> str:
+def cuda_graphs_of(recipe_value: str, static_experts: bool = False) -> str:
     """recipes.csv cuda_graph (impl:scope) as Training.cuda_graphs: a full-iteration graph is "full"; Transformer
     Engine graphs whose scope takes in the MoE router (or every layer: scope default) are "partial"; graphs of
-    other scopes only (e.g. Mamba mixers) leave the MoE path eager: "none"."""
+    other scopes only (e.g. Mamba mixers) leave the MoE path eager: "none".
+
+    static_experts: the recipe pads every expert's input to a fixed capacity (Megatron-Core
+    moe_pad_expert_input_to_capacity, Megatron-Bridge apply_moe_token_drop; recipes.csv token_drop). Its alltoall
+    dispatcher then knows the token counts without asking the GPU (moe/token_dispatcher.py: drop_and_pad skips the
+    device-to-host copy and sync), so the MoE forward never waits on the host: "partial" even without graphs. And
+    Megatron-Core's per-layer graphs (enable_cuda_graph, scope "full": the whole transformer layer; recipes.csv
+    "local:full") then replay the fixed-shape expert GEMMs too: "full", every host launch of the MoE path gone."""
     impl, _, scope = recipe_value.partition(":")
     if impl == "" or impl == "none":
-        return "none"
+        return "partial" if static_experts else "none"
     if "full_iteration" in (impl, scope):
         return "full"
+    if impl == "local" and scope == "full":
+        return "full" if static_experts else "partial"
     scopes = set(scope.split("+"))
-    return "partial" if scopes & {"moe_router", "default"} else "none"
+    return "partial" if scopes & {"moe_router", "default"} or static_experts else "none"
 
 
 # How Megatron-Bridge's recipes split the layers over the pipeline (Training.pipeline_split, cost/stages.py), by the
@@ -660,10 +669,12 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
         # Qwen3-235B improve, Qwen3-30B and GPT-OSS get worse, overall MAPE flat): the speedup is not 2x and no
         # source gives it, so the attention core stays at the 16-bit rate and the run says so
         approx.append("FP8 attention (fp8_dot_product_attention) is modelled at the 16-bit attention rate")
-    graphs = cuda_graphs_of(recipe["cuda_graph"])
+    static = recipe.get("token_drop") == "true"
+    graphs = cuda_graphs_of(recipe["cuda_graph"], static)
     if graphs != "none":
         out["cuda_graphs"] = graphs
-        filled.append(f"cuda_graphs={graphs} (recipe {src}: {recipe['cuda_graph']})")
+        how = "; ".join(x for x in (recipe["cuda_graph"], "experts padded to capacity" if static else "") if x)
+        filled.append(f"cuda_graphs={graphs} (recipe {src}: {how})")
     if recipe["offload"]:
         m = re.fullmatch(r"cpu_offloading_num_layers=(\d+)", recipe["offload"])
         if m and int(v.get("pp", 1)) == 1:

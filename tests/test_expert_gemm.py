@@ -92,9 +92,18 @@ def test_an_eager_router_waits_on_the_host_once_per_forward(ds):
     ("", "none"), ("full_iteration:default", "full"), ("local:full_iteration", "full"),
     ("transformer_engine:attn+moe_router+moe_preprocess", "partial"),
     ("transformer_engine:moe_router+moe_preprocess", "partial"), ("transformer_engine:default", "partial"),
-    ("transformer_engine:mamba", "none")])
+    ("transformer_engine:mamba", "none"), ("local:full", "partial")])
 def test_recipe_cuda_graph_scopes(recipe, graphs):
     assert cuda_graphs_of(recipe) == graphs
+
+
+@pytest.mark.parametrize("recipe, graphs", [
+    ("", "partial"), ("local:full", "full"), ("full_iteration:default", "full"),
+    ("transformer_engine:attn+moe_router+moe_preprocess", "partial"), ("transformer_engine:mamba", "partial")])
+def test_experts_padded_to_capacity_never_wait_on_the_host(recipe, graphs):
+    """Drop-and-pad (token_dispatcher.py: no device-to-host copy of the token counts): the MoE forward never waits
+    on the host, graphs or not; Megatron-Core's per-layer graphs then also replay the fixed-shape expert GEMMs."""
+    assert cuda_graphs_of(recipe, static_experts=True) == graphs
 
 
 def test_unknown_cuda_graph_scope_names_the_key():

@@ -248,7 +248,8 @@ def test_recipes_name_their_pipeline_split():
     assert split("mb-26.04-gb200-llama3-405B-pretrain-fp8-256g-gbs1536") == "counted"
     assert split("mb-26.04-gb200-qwen3-235b-a22b-pretrain-mxfp8-256g-gbs8192") == "counted"
     assert split("mb-26.04-gb200-qwen3-30b-a3b-pretrain-mxfp8-8g-gbs512") == "auto"
-    assert split("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048") == "auto"  # no recipe in recipes.csv
+    # 25.09: run_script.py passes DeepSeek-V3 the explicit layout "Et|(tt|)*30mL" (recipes.csv, read by hand)
+    assert split("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048") == "filled"
 
 
 def test_memory_is_the_first_stage_not_the_slowest(moe):

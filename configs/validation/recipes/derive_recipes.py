@@ -436,7 +436,7 @@ PREC = {'bf16': 'bf16', 'fp8-mx': 'fp8_mx', 'mxfp8': 'fp8_mx', 'fp8-cs': 'fp8_cs
 GPU = {'GB200': 'gb200', 'GB300': 'gb300', 'B200': 'b200', 'B300': 'b300', 'H100-SXM-80GB': 'h100'}
 COLS = ['id', 'release', 'tag', 'recipe', 'recompute_granularity', 'recompute_modules', 'recompute_method',
         'recompute_num_layers', 'bf16_layers_start', 'bf16_layers_end', 'dispatcher', 'flex_backend', 'ep_overlap',
-        'mtp_layers', 'tp_comm_overlap', 'cuda_graph', 'offload', 'fp8_attention', 'mismatch', 'note']
+        'mtp_layers', 'tp_comm_overlap', 'cuda_graph', 'offload', 'fp8_attention', 'token_drop', 'mismatch', 'note']
 
 
 def ls_tree(git, tag, prefix):
@@ -546,7 +546,7 @@ def extract(cfg, row, ctx, it, prec):
                 recompute_method=fmt(meth), recompute_num_layers=fmt(nl), bf16_layers_start=fmt(bs),
                 bf16_layers_end=fmt(be), dispatcher=fmt(disp), flex_backend=fmt(fb), ep_overlap=fmt(epo),
                 mtp_layers=fmt(mtp), tp_comm_overlap=fmt(tpo), cuda_graph=cg, offload=';'.join(off),
-                fp8_attention=fmt(f8a),
+                fp8_attention=fmt(f8a), token_drop=fmt(g(m, 'moe_pad_expert_input_to_capacity')) if is_moe else '',
                 mismatch='; '.join(mm)), notes
 
 
@@ -603,9 +603,111 @@ def main():
     print(f'wrote {len(outs)} rows', file=sys.stderr)
 
 
-# 25.09 (v0.1.0rc3) used YAML perf_matrix + per-model logic inside run_script.main(); not interpretable here.
+# ---------------------------------------------------------------- release 25.09, read by hand
+# 25.09 (v0.1.0rc3) ran scripts/performance/run_script.py: main() builds the recipe with per-model code (lines 49-109),
+# merges the ConfigContainer section of configs/<family>/<model>_llm_pretrain.yaml over it, then that YAML's
+# perf_matrix[gpu][num_gpus_N] (common, then the precision's entry) through utils/helpers.py
+# apply_perf_matrix_overrides: cuda_graphs -> model.enable_cuda_graph (Megatron-Core's per-layer graphs, scope "full":
+# the whole transformer layer), recompute_num_layers -> full/block, cpu_offloading_num_layers -> offloading, and
+# precision cs -> first_last_layers_bf16 False (helpers.py get_precision_config). The interpreter above does not follow
+# that runner; the facts below were read at v0.1.0rc3 and each names its line.
 HAND = {'v0.1.0rc3'}
-def hand_row(row): return None
+H_RUN = 'scripts/performance/run_script.py@v0.1.0rc3'
+H_YAML = {'llama3_8b': 'llama3/llama3_8b_llm_pretrain.yaml', 'llama3_70b': 'llama3/llama3_70b_llm_pretrain.yaml',
+          'llama31_405b': 'llama31/llama31_405b_llm_pretrain.yaml',
+          'qwen3_30b_a3b': 'qwen3/qwen3_30b_a3b_llm_pretrain.yaml',
+          'qwen3_235b_a22b': 'qwen3/qwen3_235b_a22b_llm_pretrain.yaml',
+          'deepseek_v3': 'deepseek/deepseek_v3_llm_pretrain.yaml'}
+# (recipe, gpu) -> settings; a precision key (fp8_cs, fp8_mx, ...) overrides. Parallelism as the perf_matrix has it
+# (compared with the row: `mismatch`); graphs = perf_matrix cuda_graphs.
+H_MATRIX = {
+    ('llama3_8b', 'h100'): dict(tp=1, pp=1, cp=1, vpp=None, mbs=1, graphs=False, fp8_cs=dict(fsdp=True)),
+    ('llama3_8b', 'b200'): dict(tp=1, pp=1, cp=1, vpp=None, mbs=2, graphs=True),
+    ('llama3_8b', 'gb200'): dict(tp=1, pp=1, cp=1, vpp=None, mbs=2, graphs=True),
+    ('llama3_70b', 'h100'): dict(tp=4, pp=8, cp=1, vpp=5, mbs=1, graphs=False),
+    ('llama3_70b', 'gb200'): dict(cp=1, graphs=False,
+                                  fp8_cs=dict(tp=1, pp=1, vpp=None, mbs=2, fsdp=True, offload=40),
+                                  fp8_mx=dict(tp=2, pp=4, vpp=5, mbs=1)),
+    ('llama31_405b', 'h100'): dict(tp=8, pp=8, cp=2, vpp=8, mbs=1, graphs=False),
+    ('llama31_405b', 'b200'): dict(tp=4, pp=8, cp=2, vpp=8, mbs=1, graphs=False),
+    ('llama31_405b', 'gb200'): dict(mbs=1, graphs=False, fp8_cs=dict(tp=2, pp=1, cp=1, vpp=None, fsdp=True, offload=95),
+                                    fp8_mx=dict(tp=4, pp=8, cp=2, vpp=8)),
+    ('qwen3_30b_a3b', 'h100'): dict(tp=1, pp=2, cp=1, vpp=24, ep=8, mbs=1, graphs=False, fp8_cs=dict(mbs=2)),
+    ('qwen3_30b_a3b', 'gb200'): dict(tp=1, pp=1, cp=1, vpp=None, ep=8, mbs=4, graphs=True),
+    ('qwen3_30b_a3b', 'b200'): dict(tp=1, pp=8, cp=1, vpp=12, ep=8, mbs=1, graphs=True),
+    ('qwen3_235b_a22b', 'h100'): dict(tp=2, pp=8, cp=1, vpp=4, ep=32, mbs=1, graphs=False),
+    ('qwen3_235b_a22b', 'gb200'): dict(tp=2, pp=1, cp=1, vpp=None, ep=64, mbs=1, graphs=True),
+    ('qwen3_235b_a22b', 'b200'): dict(tp=1, pp=8, cp=1, vpp=12, ep=8, mbs=1, graphs=False),
+    ('deepseek_v3', 'h100'): dict(tp=2, pp=8, cp=1, vpp=4, ep=64, mbs=1, graphs=False),
+    ('deepseek_v3', 'b200'): dict(tp=2, pp=16, cp=1, vpp=None, ep=8, mbs=1, graphs=False,
+                                  fp8_cs=dict(graphs=True), fp8_mx=dict(graphs=True)),
+    ('deepseek_v3', 'gb200'): dict(tp=1, pp=4, cp=1, vpp=8, ep=64, mbs=1, graphs=False),
+}
+
+
+def hand_row(row):
+    """recipes.csv fields of a 25.09 row, from H_MATRIX and run_script.py main() (None: not a 25.09 row we know)."""
+    rid = row['id']
+    if RELEASE_TAG.get(rid.split('-')[1]) not in HAND or row['model'] not in MODEL or row['gpu'] not in GPU:
+        return None
+    _, recipe, fam02 = MODEL[row['model']]
+    gpu, prec = GPU[row['gpu']], PREC.get(row['precision'], row['precision'])
+    m = H_MATRIX.get((recipe, gpu))
+    if m is None:
+        return None
+    m = {**{k: v for k, v in m.items() if not isinstance(v, dict)}, **m.get(prec, {})}
+    out = {c: '' for c in COLS}
+    out.update(id=rid, release='25.09', tag='v0.1.0rc3', bf16_layers_start='0', bf16_layers_end='0',
+               recipe=f"{H_RUN}::main <- {recipe} pretrain_config + configs/{H_YAML[recipe]} perf_matrix.{gpu}")
+    notes = []
+    moe = recipe.startswith(('qwen3', 'deepseek'))
+    gran, mods, mtp = 'none', '', 0
+    if m.get('offload'):
+        out['offload'] = f"cpu_offloading_num_layers={m['offload']}"   # helpers.py set_recompute_overrides
+    if m.get('fsdp'):
+        notes.append('megatron_fsdp=true')
+    if recipe.startswith('qwen3'):
+        # run_script.py 96-109: CommOverlapConfig(tp_comm_overlap=True), apply_moe_token_drop (capacity factor 1.0,
+        # pad to capacity, alltoall); the YAML sets recompute_granularity null (the 30B recipe's full recompute off)
+        out.update(dispatcher='alltoall', ep_overlap='false', tp_comm_overlap='true', token_drop='true')
+    elif recipe == 'deepseek_v3':
+        # run_script.py 55-95: DeepEP (flex) and the EP all-to-all overlap on H100 only; token drop on B200/GB200;
+        # recompute modules by GPU (the YAML sets granularity selective; B200 keeps recompute_modules None, which
+        # Megatron-Core fills with core_attn); MTP 1 (recipes/deepseek/deepseek_v3.py pretrain_config default)
+        mtp, gran = 1, 'selective'
+        mods = {'h100': 'mla_up_proj;mlp', 'gb200': 'mla_up_proj;mlp;moe_act'}.get(gpu, 'core_attn')
+        if gpu == 'h100':
+            out.update(dispatcher='flex', flex_backend='deepep', ep_overlap='true', token_drop='false')
+            notes.append('moe_router_force_load_balancing=true; delay_wgrad_compute=true; moe_shared_expert_overlap=false')
+        else:
+            out.update(dispatcher='alltoall', ep_overlap='false', token_drop='true')
+            notes.append('moe_shared_expert_overlap=true')
+    if m.get('graphs'):
+        if gran != 'none':
+            # Megatron-Core's TransformerConfig refuses enable_cuda_graph with activation recompute ("CUDA graphs not
+            # supported with activation recomputation"); the run completed, so one of the two did not hold
+            notes.append(f'perf_matrix cuda_graphs=true conflicts with recompute {gran} ({mods}): graphs not taken')
+        else:
+            out['cuda_graph'] = 'local:full'
+    if moe:
+        notes.append('moe_permute_fusion=true')
+    out.update(recompute_granularity=gran, recompute_modules=mods, mtp_layers=str(mtp))
+    mm = []
+    for key, col, default in (('tp', 'tp', 1), ('pp', 'pp', 1), ('cp', 'cp', 1), ('vpp', 'vpp', None),
+                              ('ep', 'ep', 1), ('mbs', 'mbs', 1)):
+        if key not in m:
+            continue
+        want = row[col].strip()
+        want_v = int(want) if want else default
+        got = m[key] if m[key] is not None else default
+        if key == 'vpp' and want_v == 1:
+            want_v = None
+        if got != want_v:
+            mm.append(f'{key} recipe={got} row={want_v}')
+    out['mismatch'] = '; '.join(mm)
+    out['note'] = '; '.join(['read by hand (recipes.md: 25.09)'] + notes)
+    return out
+
 
 if __name__ == '__main__':
     main()
