@@ -96,15 +96,23 @@ def _case_arrays(cases):
     return params, designs, coef, is_time, measured, params.net.bw_Bps / jnp.asarray(bus0, params.net.bw_Bps.dtype)
 
 
+def _attention_scale(cases, params):
+    """Per case, the run's attention_max over its GPU file's fitted value: the framework's kernel ratio and the part's
+    attention_part_factor (params.gpu_params), which a fitted attention_max is multiplied by as the YAML's is."""
+    base = np.array([c.scenario.system.gpu.efficiency.attention_max for c in cases])
+    return params.gpu.attention_max / jnp.asarray(base, params.gpu.attention_max.dtype)
+
+
 def make_objective(cases):
     """Relative errors of the cases' measured metrics as a jitted function of the constants vector."""
     params, designs, coef, is_time, measured, raw_bw = _case_arrays(cases)
+    attn_scale = _attention_scale(cases, params)
 
     @jax.jit
     def errors(theta):
         gm, ghalf, am, mb, nvb, nwb, ovh = (theta[i] for i in range(7))
         one = jnp.ones_like(params.gpu.gemm_max)
-        gpu = params.gpu._replace(gemm_max=gm * one, gemm_half_flops=ghalf * one, attention_max=am * one,
+        gpu = params.gpu._replace(gemm_max=gm * one, gemm_half_flops=ghalf * one, attention_max=am * attn_scale,
                                   memory_bound=mb * one, layer_overhead_s=ovh * 1e-6 * one)
         net = params.net._replace(bw_Bps=raw_bw * jnp.stack([nvb * one, nwb * one], axis=-1))
         cost = V._eval_cases(params._replace(gpu=gpu, net=net), designs)
@@ -363,6 +371,7 @@ def make_family_objective(cases, members):
     FAMILY_PER_PART name given once per member (members order)."""
     idx = np.array([members.index(c.scenario.system.gpu.name) for c in cases])
     params, designs, coef, is_time, measured, raw_bw = _case_arrays(cases)
+    attn_scale = _attention_scale(cases, params)
     m = len(members)
 
     @jax.jit
@@ -375,7 +384,7 @@ def make_family_objective(cases, members):
             else:
                 vals[n], k = theta[k] * one, k + 1
         gpu = params.gpu._replace(gemm_max=vals["gemm_max"], gemm_half_flops=vals["gemm_half_flops"],
-                                  attention_max=vals["attention_max"], memory_bound=vals["memory_bound"],
+                                  attention_max=vals["attention_max"] * attn_scale, memory_bound=vals["memory_bound"],
                                   layer_overhead_s=vals["layer_overhead_us"] * 1e-6)
         net = params.net._replace(bw_Bps=raw_bw * jnp.stack([vals["nvlink_bus"], vals["network_bus"]], axis=-1))
         t = V._eval_cases(params._replace(gpu=gpu, net=net), designs).raw_step_time_s

@@ -329,7 +329,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
-        attention_max=e.attention_max * g.attention_kernel_factor(fw.attention_kernel),
+        attention_max=e.attention_max * e.attention_part_factor * g.attention_kernel_factor(fw.attention_kernel),
         attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
         # the head-width curve is the calibrated kernel's (cuDNN's on Hopper and Blackwell); the other kernels'
         # ratios are measured at 128-wide heads and FlashAttention-2 / Triton lose less at 64 (FlashAttention-3

@@ -113,6 +113,8 @@ RANGES = {
         "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
         "attention_head_dim_half": Range(0, 1024, why="head width at which the calibrated attention kernel's speed "
                                          "is half its wide-head limit (0: flat)"),
+        "attention_part_factor": Range(0, 10, lo_open=True, why="this part's fused-attention speed relative to "
+                                       "its family's fitted attention_max"),
         "straggler_cv": Range(0, 1, why="coefficient of variation of a GPU's kernel time per step"),
         "overlap_contention": Range(0, 1, hi_open=True, why="compute slowdown beyond the SM share while a "
                                     "collective overlaps it (a fraction)"),
@@ -553,6 +555,10 @@ class Efficiency:
     # head width at which the calibrated fused-attention kernel runs at half its wide-head speed
     # (compute.head_dim_factor); 0 = no dependence on the head width
     attention_head_dim_half: float = 0.0
+    # this part's fused-attention speed relative to attention_max, where a family shares one fitted attention_max
+    # but a member's silicon differs in the attention loop (Blackwell Ultra's doubled exponential throughput: GB300,
+    # B300); 1 = the fitted value as it stands
+    attention_part_factor: float = 1.0
     # coefficient of variation of one GPU's kernel time per step (cost/straggler.py); 0 = identical GPUs
     straggler_cv: float = 0.0
     # what an overlapped collective costs the compute beside it beyond the SMs its kernels hold (HBM and L2
