@@ -475,6 +475,23 @@ def fmt(v):
     return str(v)
 
 
+# an empty table cell or an unset recipe value is the axis default; VP 1 is no virtual pipeline
+LAYOUT_DEFAULTS = {'tp': 1, 'pp': 1, 'cp': 1, 'vpp': None, 'ep': 1, 'mbs': 1, 'gbs': None}
+
+
+def layout_mismatches(row, layout):
+    """'axis recipe=X row=Y' for each axis of `layout` ({axis: the recipe's value}) the table row disagrees with."""
+    out = []
+    for axis, got in layout.items():
+        default = LAYOUT_DEFAULTS[axis]
+        want = row[axis].strip()
+        want = int(want) if want else default
+        got = default if got is None else got
+        same = (None if got == 1 else got) == (None if want == 1 else want) if axis == 'vpp' else got == want
+        if not same: out.append(f'{axis} recipe={got} row={want}')
+    return out
+
+
 def extract(cfg, row, ctx, it, prec):
     m = g(cfg, 'model') or {}
     notes = []
@@ -522,26 +539,19 @@ def extract(cfg, row, ctx, it, prec):
     # FP8 attention (Transformer Engine's FP8 DotProductAttention: cuDNN FP8 SDPA); only meaningful in FP8 recipes
     f8a = bool(g(mp, 'fp8_dot_product_attention', default=False)) if prec != 'bf16' else False
     # parallelism check
-    mm = []
-    def cmp(name, got, col, default=None):
-        want = row[col].strip()
-        got = default if got is None else got
-        want_v = int(want) if want else default
-        if got != want_v: mm.append(f'{name} recipe={got} row={want_v}')
-    cmp('tp', g(m, 'tensor_model_parallel_size'), 'tp', 1)
-    cmp('pp', g(m, 'pipeline_model_parallel_size'), 'pp', 1)
-    cmp('cp', g(m, 'context_parallel_size'), 'cp', 1)
     vp = g(m, 'virtual_pipeline_model_parallel_size')
-    cmp('vpp', vp if vp not in (None, 1) else None, 'vpp', None) if (row['vpp'].strip() or '1') != '1' or vp not in (None, 1) else None
-    if is_moe: cmp('ep', g(m, 'expert_model_parallel_size'), 'ep', 1)
-    cmp('mbs', g(cfg, 'train', 'micro_batch_size'), 'mbs', 1)
+    layout = dict(tp=g(m, 'tensor_model_parallel_size'), pp=g(m, 'pipeline_model_parallel_size'),
+                  cp=g(m, 'context_parallel_size'), vpp=vp)
+    if is_moe: layout['ep'] = g(m, 'expert_model_parallel_size')
+    layout['mbs'] = g(cfg, 'train', 'micro_batch_size')
     gbs = g(cfg, 'train', 'global_batch_size')
     base = ctx.get('base')
     n = int(row['n_gpus'])
     if base is not None and base.get('num_gpus') and base['num_gpus'] != n and gbs is not None:
         gbs = int(base['global_batch_size'] / base['num_gpus'] * n)
         notes.append(f"base config is for {base['num_gpus']} GPUs; GBS auto-scaled to {gbs} for {n} GPUs")
-    cmp('gbs', gbs, 'gbs', None)
+    layout['gbs'] = gbs
+    mm = layout_mismatches(row, layout)
     return dict(recompute_granularity=gran or 'none', recompute_modules=fmt(mods) if gran else '',
                 recompute_method=fmt(meth), recompute_num_layers=fmt(nl), bf16_layers_start=fmt(bs),
                 bf16_layers_end=fmt(be), dispatcher=fmt(disp), flex_backend=fmt(fb), ep_overlap=fmt(epo),
@@ -650,7 +660,7 @@ def hand_row(row):
     rid = row['id']
     if RELEASE_TAG.get(rid.split('-')[1]) not in HAND or row['model'] not in MODEL or row['gpu'] not in GPU:
         return None
-    _, recipe, fam02 = MODEL[row['model']]
+    _, recipe, _ = MODEL[row['model']]
     gpu, prec = GPU[row['gpu']], PREC.get(row['precision'], row['precision'])
     m = H_MATRIX.get((recipe, gpu))
     if m is None:
@@ -692,18 +702,7 @@ def hand_row(row):
     if moe:
         notes.append('moe_permute_fusion=true')
     out.update(recompute_granularity=gran, recompute_modules=mods, mtp_layers=str(mtp))
-    mm = []
-    for key, col, default in (('tp', 'tp', 1), ('pp', 'pp', 1), ('cp', 'cp', 1), ('vpp', 'vpp', None),
-                              ('ep', 'ep', 1), ('mbs', 'mbs', 1)):
-        if key not in m:
-            continue
-        want = row[col].strip()
-        want_v = int(want) if want else default
-        got = m[key] if m[key] is not None else default
-        if key == 'vpp' and want_v == 1:
-            want_v = None
-        if got != want_v:
-            mm.append(f'{key} recipe={got} row={want_v}')
+    mm = layout_mismatches(row, {k: m[k] for k in ('tp', 'pp', 'cp', 'vpp', 'ep', 'mbs') if k in m})
     out['mismatch'] = '; '.join(mm)
     out['note'] = '; '.join(['read by hand (recipes.md: 25.09)'] + notes)
     return out
