@@ -249,7 +249,7 @@ def ranges_of(kind: str) -> dict:
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup"),
-               "transport": ("survives_link_failure",)}
+               "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",)}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
 
@@ -589,6 +589,12 @@ class GpuSpec:
     # GPU <-> host memory bandwidth per GPU per direction, GB/s (PCIe or NVLink-C2C, shared as the board shares it):
     # what activation offloading copies over (Training.offload_layers; cost/offload.py). 0: not given
     host_GBps: float = 0.0
+    # The FP8 tensor cores take every operand layout (Blackwell, sm_100 and later: Transformer Engine's
+    # nvte_is_non_tn_fp8_gemm_supported). Hopper's FP8 GEMMs take only TN, so a per-tensor-scaled FP8 operand that a
+    # backward GEMM reads transposed needs a second, transposed copy; on such a GPU TE creates none
+    # (quantizer.cpp: create_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()). Block-scaled
+    # formats (MXFP8, NVFP4) still write two copies: their scales run along the reduction dimension.
+    fp8_any_layout: bool = False
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)

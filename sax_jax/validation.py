@@ -436,6 +436,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     model = S.ModelSpec(name=v["model"] or v["id"], layers=v["layers"], hidden=v["hidden"], heads=v["heads"],
                         kv_heads=kv, head_dim=head_dim or v["hidden"] // v["heads"], ffn=v["ffn"],
                         gated_mlp=v["gated_mlp"], vocab=v["vocab"], source=v["source"], moe=moe,
+                        tied_embeddings=tied_embeddings_of(v["model"] or ""),
                         dropout=bool(profile.get("dropout", GENERIC_PROFILE["dropout"])))
     needs_file = [f for f in feats if f in MODEL_FILE_FEATURES]
     if needs_file:
@@ -565,6 +566,25 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
     # so does the rotary embedding's YaRN scaling (GPT-OSS)
     return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window, hybrid=spec.hybrid, moe=moe,
                                rope_attention_factor=spec.rope_attention_factor)
+
+
+# Models without a bundled model file whose output layer has its own weights (the CSV has no column for it):
+# Llama 2 / 3 / 3.1 (Meta's released configs: tie_word_embeddings false), Qwen3 MoE (Qwen3-30B-A3B's config: false),
+# NeMo's Nemotron and Nemotron-4 (share_embeddings_and_output_weights false; Nemotron-4 340B report: "untied input
+# and output embeddings"). The rest share them: Megatron's GPTs (Megatron-LM ties unless
+# --untie-embeddings-and-output-weights), MPT (llm-foundry's MPT reuses wte for the logits), OPT.
+UNTIED_PREFIXES = ("llama2-", "llama3", "qwen3", "nemotron-", "nemotron4-")
+
+
+@functools.lru_cache(maxsize=None)
+def tied_embeddings_of(name: str) -> bool:
+    """Whether the row's model shares its input embedding with the output layer: its bundled model file says so;
+    without one, UNTIED_PREFIXES."""
+    from .config import load_model
+    path = os.path.join(CONFIGS, "models", f"{name}.yaml")
+    if name and os.path.exists(path):
+        return load_model(path).tied_embeddings
+    return not name.lower().startswith(UNTIED_PREFIXES)
 
 
 def _model_file(row, features, file, n, rid, ds) -> S.ModelSpec:

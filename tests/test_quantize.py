@@ -7,7 +7,7 @@ from sax_jax.config import load_frameworks, load_gpu
 from sax_jax.cost.compute import layer_times
 from sax_jax.cost.quantize import bytes_per_element, quantize_times, quantized_elements
 from sax_jax.params import GpuP, gpu_params
-from sax_jax.specs import Level, SystemSpec, Training
+from sax_jax.specs import ConfigError, Level, SystemSpec, Training
 
 from conftest import CONFIGS, f32 as F, hand_train
 
@@ -101,6 +101,47 @@ def test_gpu_params_take_the_recipe_and_the_framework():
     assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))
     assert qb(precision="bf16", lora_rank=32) == (0.0, 0.0)  # LoRA at 16 bits: no casts
     assert qb(precision="fp8", fp8_scaling="current", lora_rank=32) == (5.0, 5.0)  # one orientation written
+
+
+@pytest.mark.parametrize("scaling, q, expect", [
+    ("delayed", 1.0, (3.0, 0.0)),     # read 2, one FP8 copy that both orientations read; the fused norm: 0
+    ("current", 1.0, (5.0, 5.0)),     # amax pass + cast pass, one copy
+    ("block", 1.0, (4.0, 0.0)),       # MXFP8: its scales run along the reduction dimension, two copies still
+    ("rowwise", 1.0, (10.0, 10.0)),   # one scale per row of each orientation: two copies still
+])
+def test_any_layout_gpu_writes_one_per_tensor_copy(scaling, q, expect):
+    """Blackwell's FP8 GEMMs take every layout (GpuSpec.fp8_any_layout): a per-tensor-scaled operand is written
+    once; block- and row-scaled ones keep their second orientation."""
+    assert bytes_per_element(scaling, q, any_layout=True) == pytest.approx(expect)
+
+
+def test_blackwell_parts_cast_per_tensor_fp8_once():
+    """The four Blackwell files say fp8_any_layout, Hopper's do not; NVFP4 (16-element block scales along the
+    reduction dimension) writes two copies on Blackwell whatever its global scale."""
+    fws = load_frameworks()
+    for name, any_layout in (("B200", True), ("B300", True), ("GB200", True), ("GB300", True),
+                             ("H100-SXM-80GB", False), ("H200", False)):
+        g = load_gpu(f"{CONFIGS}/hardware/{name}.yaml")
+        assert g.fp8_any_layout is any_layout, name
+    b200 = load_gpu(f"{CONFIGS}/hardware/B200.yaml")
+    system = SystemSpec(name="8xB200", gpu=b200, levels=(Level(name="node", size=8, bandwidth_GBps=900,
+                                                                   latency_us=1.0),))
+
+    def qb(**kw):
+        g = gpu_params(system, Training(global_batch_sequences=1, seq_len=4096, framework=fws["megatron-te"], **kw))
+        return float(g.quant_bytes), float(g.quant_norm_bytes)
+    assert qb(precision="fp8", fp8_scaling="current") == (5.0, 5.0)   # H100: (6, 6) above
+    assert qb(precision="fp8") == (3.0, 0.0)                          # delayed; H100: (4, 0)
+    assert qb(precision="fp8", fp8_scaling="block") == (4.0, 0.0)     # MXFP8: unchanged
+    assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))  # NVFP4: unchanged
+
+
+def test_fp8_any_layout_must_be_a_boolean(tmp_path):
+    src = open(f"{CONFIGS}/hardware/B200.yaml").read()
+    bad = tmp_path / "B200.yaml"
+    bad.write_text(src.replace("fp8_any_layout: true", "fp8_any_layout: yes please"))
+    with pytest.raises(ConfigError, match="fp8_any_layout"):
+        load_gpu(str(bad))
 
 
 def test_unknown_scaling_is_named():

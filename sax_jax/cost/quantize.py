@@ -5,6 +5,8 @@ something must scale and cast them first. Transformer Engine does it per linear 
 input and in the backward for the gradient of its output; Hopper's FP8 GEMMs take only the TN layout, and
 Blackwell's block-scaled formats scale along the reduction dimension, so each tensor is written twice, once per
 orientation (TE `Float8Quantizer` / `MXFP8Quantizer` with rowwise and columnwise usage; `cast_transpose`).
+Blackwell's FP8 GEMMs take every layout, so there a per-tensor scale (delayed, current) writes one copy that
+both orientations read (TE creates no transpose where `nvte_is_non_tn_fp8_gemm_supported`; GpuSpec.fp8_any_layout).
 Weights are cast once per step and kept across the microbatches (Megatron-Core passes `is_first_microbatch`), so
 their cast is left out. Per quantized element of a 16-bit tensor (2 bytes read per pass, `q` bytes per written
 element, GEMM_INPUT_BYTES: 1 for FP8, 0.5625 for NVFP4 with its block scales):
@@ -30,14 +32,21 @@ READ_PASSES = {"delayed": 1.0, "current": 2.0, "block": 1.0, "rowwise": 4.0}
 NORM_FUSED = {"delayed": True, "current": False, "block": True, "rowwise": False}
 
 
-def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False) -> tuple:
+PER_TENSOR = ("delayed", "current")
+
+
+def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False,
+                      any_layout: bool = False) -> tuple:
     """(standalone, norm-fed) HBM bytes per quantized element beyond the 16-bit path (table above).
     fused_amax: the framework computes each amax inside the kernel that produces the tensor (torch.compile's
     Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer.
     frozen_weights (LoRA): no weight-gradient GEMM, so only the orientation the forward and the input-gradient
-    GEMMs read is written: one low-precision copy instead of two."""
+    GEMMs read is written: one low-precision copy instead of two.
+    any_layout (GpuSpec.fp8_any_layout): the GEMMs read a per-tensor-scaled copy in either orientation, so one
+    copy is written for delayed and current scaling."""
     reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
-    written = (1.0 if frozen_weights else 2.0) * q_bytes
+    one_copy = frozen_weights or (any_layout and scaling in PER_TENSOR)
+    written = (1.0 if one_copy else 2.0) * q_bytes
     standalone = 2.0 * reads + written
     # a fused norm writes the low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
     # copies would save bytes there, counted as none (its norm output is also kept for the backward)
