@@ -120,6 +120,13 @@ def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, gra
 FSDP_GATHERS = 2.0  # ZeRO-3 gathers the weights for the forward and again for the backward
 
 
+def expert_shards(shards, ctx, d):
+    """Ranks an expert weight's state and update are sharded over, given the dense weights' ``shards``: its
+    expert-data-parallel ranks, shards x (tp / etp) / ep, at least 1 (Megatron-Core's distributed optimizer keeps
+    the expert buffers on the expert-data-parallel group)."""
+    return jnp.maximum(shards * (d.tp / ctx.etp) / d.ep, 1.0)
+
+
 def dp_term(ctx, d, train, gpu):
     """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
     reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state
@@ -163,8 +170,7 @@ def dp_term(ctx, d, train, gpu):
     state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train)
              # expert weights shard over their expert-data-parallel ranks: tp x cp x dp / (etp ep), i.e. dp x cp / ep
              # unless folding splits the experts over fewer ranks than the dense layers
-             + model_state_bytes(ctx.params_expert, jnp.maximum(state_shards * (d.tp / ctx.etp) / d.ep, 1.0),
-                                 sharding, train))
+             + model_state_bytes(ctx.params_expert, expert_shards(state_shards, ctx, d), sharding, train))
     # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
     frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
     state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)
