@@ -147,6 +147,9 @@ class GpuP(NamedTuple):
     # (cost/quantize.py); 0 for 16-bit GEMMs
     quant_bytes: jnp.ndarray | float = 0.0
     quant_norm_bytes: jnp.ndarray | float = 0.0
+    # bytes per element of the casts on a sequence-parallel tensor all-gathered in 16 bits first (torchao rowwise,
+    # quantize.GATHERED_16BIT); 0: the recipe casts the shard and gathers the low-precision copy
+    quant_gathered_bytes: jnp.ndarray | float = 0.0
 
 
 class NetP(NamedTuple):
@@ -329,6 +332,9 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
     g, e, fw = system.gpu, system.gpu.efficiency, training.framework
     quant_bytes, quant_norm_bytes = quantization_bytes(training, g.fp8_any_layout)
+    q = GEMM_INPUT_BYTES.get(training.precision)
+    quant_gathered_bytes = 0.0 if q is None else quantize.gathered_bytes(training.fp8_scaling, q,
+                                                                          frozen_weights=training.lora_rank > 0)
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
@@ -346,7 +352,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         dp_per_layer=float(fw.dp_calls == "layers"), host_Bps=g.host_GBps * 1e9,
         rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
         norm_eager_bytes=fw.eager_norm_bytes_per_element, rope_always_bytes=fw.eager_rope_bytes_per_element,
-        quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes)
+        quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes, quant_gathered_bytes=quant_gathered_bytes)
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

@@ -25,6 +25,15 @@ scale needs the whole tensor's amax before the cast, so those inputs pay the ful
 Elements (the layer's widths, as compute.layer_flops counts its GEMMs): the forward quantizes every linear's
 input, the backward every linear's output gradient. Sequence-parallel tensors of hidden width are split over TP
 (s/t tokens each), the column-parallel outputs and row-parallel inputs over TP by width.
+
+Where the casts run on a sequence-parallel tensor decides how many elements each GPU casts. Transformer Engine and
+torchao's tensorwise TP styles (Float8ColwiseParallel, PrepareFloat8ModuleInput) cast the GPU's s/t-token shard
+and all-gather it in FP8. torchao's rowwise recipes have no FP8 all-gather: torchtitan then applies plain
+ColwiseParallel/RowwiseParallel, "all-gather happens in high precision" (torchtitan models/llama3/
+parallelize_llama.py at 820504e, June 2025), so every TP rank casts the whole gathered s-token tensor, and the
+backward's output gradients of the row-parallel linears arrive the same way (the reduce-scatter's backward is an
+all-gather). The amax of a gathered tensor cannot fuse into its producer (the collective), so those casts pay every
+read pass (GATHERED_16BIT, GpuP.quant_gathered_bytes).
 """
 import jax.numpy as jnp
 
@@ -33,6 +42,8 @@ NORM_FUSED = {"delayed": True, "current": False, "block": True, "rowwise": False
 
 
 PER_TENSOR = ("delayed", "current")
+# recipes whose sequence-parallel inputs are all-gathered in 16 bits and cast after the gather (docstring above)
+GATHERED_16BIT = ("rowwise",)
 
 
 def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False,
@@ -78,11 +89,31 @@ def quantized_elements(model, tokens, t, sp_split):
     return norm_fed, other_in, grads
 
 
+def gathered_bytes(scaling: str, q_bytes: float, frozen_weights: bool = False) -> float:
+    """Bytes per element of a cast that follows a 16-bit all-gather (GATHERED_16BIT recipes; no amax fused into the
+    producer); 0 for recipes that cast the shard before gathering it."""
+    if scaling not in GATHERED_16BIT:
+        return 0.0
+    return bytes_per_element(scaling, q_bytes, fused_amax=False, frozen_weights=frozen_weights)[0]
+
+
+def sequence_parallel_elements(model, tokens):
+    """Elements of the hidden-width, sequence-parallel tensors one layer (averaged over the layers) casts for
+    ``tokens`` tokens before any TP split: the norm-fed inputs (forward) and, as many, the row-parallel linears'
+    output gradients (backward)."""
+    dense = model.mlp_fraction - jnp.where(model.experts > 0, model.moe_fraction, 0.0)
+    return tokens * model.hidden * (model.attn_fraction + dense + model.mamba_fraction)
+
+
 def quantize_times(model, tokens, t, sp_split, g, low_precision_share):
     """(forward, backward) seconds of the casts on one GPU; 0 without low-precision GEMMs (GpuP.quant_bytes 0).
     low_precision_share: the share of the GPU's layers whose GEMMs run in low precision (the rest stay BF16)."""
     norm_fed, other_in, grads = quantized_elements(model, tokens, t, sp_split)
+    # a recipe that gathers in 16 bits casts the whole gathered tensor in place of its shard (sequence parallel only)
+    gathered = jnp.where(sp_split > 1.0, g.quant_gathered_bytes, 0.0)
+    seq = sequence_parallel_elements(model, tokens)
+    shard = jnp.where(gathered > 0.0, seq / sp_split, 0.0)
     mem_bw = g.hbm_Bps * g.memory_bound
-    fwd = (norm_fed * g.quant_norm_bytes + other_in * g.quant_bytes) / mem_bw
-    bwd = grads * g.quant_bytes / mem_bw
+    fwd = ((norm_fed - shard) * g.quant_norm_bytes + other_in * g.quant_bytes + seq * gathered) / mem_bw
+    bwd = ((grads - shard) * g.quant_bytes + seq * gathered) / mem_bw
     return low_precision_share * fwd, low_precision_share * bwd
