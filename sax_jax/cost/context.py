@@ -66,6 +66,12 @@ class Context(NamedTuple):
     grad_k_across: jax.Array  # [L] the part across buildings, 1 inside
     grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
     grad_shards_building: jax.Array  # of them inside one building
+    # [L] participants of the expert-data-parallel group: the ranks that hold the same experts, over which the expert
+    # gradients are reduced and their parameters gathered (dp x cp / ep, folded tp x cp x dp / (etp ep)); as grad_k
+    # under DiLoCo; its parts inside and across buildings
+    edp_k: jax.Array
+    edp_k_building: jax.Array
+    edp_k_across: jax.Array
     xb: jax.Array  # [L] 1 at the cross-building levels (campus, region), else 0
     is_network: jax.Array  # [L] 1 above the NVLink domain (node), else 0
     alpha_s: jax.Array  # [L] one-way latency incl. the transport's retransmission and microburst tails
@@ -129,6 +135,15 @@ def context(params, d, share: StageShare | None = None) -> Context:
     inside = np.asarray(topo.inside_building)
     grad_k_building = jnp.where(inside, grad_k, 1.0)
     grad_k_across = jnp.where(inside, 1.0, grad_k)
+    # Megatron-Core's expert-data-parallel group (parallel_state: expert_data_parallel_size = world / (etp ep pp));
+    # members per unit of a level: unfolded, the dp x cp ranks left once EP took its inner dp ranks; folded, the
+    # stage's tp x cp x dp ranks left once expert-TP and then EP took theirs
+    tcd_m = tp_g.members * cp_g.members * dp_g.members
+    edp_m = jnp.where(folded, tcd_m / (jnp.clip(tcd_m, 1.0, etp) * fold_m),
+                      dp_g.members * cp_g.members / carved.members)
+    edp_m = jnp.maximum(edp_m, 1.0)
+    edp_all = edp_m / jnp.maximum(jnp.concatenate([jnp.ones_like(edp_m[:1]), edp_m[:-1]]), 1.0)
+    edp_k = jnp.maximum(jnp.where(local_sync & outer, 1.0, edp_all), 1.0)
 
     ecmp_tab = ecmp_table(net)
     reliable = reliable_parts(net, tr, ecmp_tab, d.transport, d.qps, d.channels)
@@ -170,6 +185,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
         grad_k=grad_k, grad_k_outer=grad_k_outer, local_sync=local_sync, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
+        edp_k=edp_k, edp_k_building=jnp.where(inside, edp_k, 1.0), edp_k_across=jnp.where(inside, 1.0, edp_k),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         alpha_grad_s=alpha_grad_s, bw_grad_Bps=bw_grad_Bps, gradient=gradient,
         tp_net=collective(ring_flows_per_level(tp_g.participants)),

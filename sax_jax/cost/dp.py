@@ -127,38 +127,55 @@ def expert_shards(shards, ctx, d):
     return jnp.maximum(shards * (d.tp / ctx.etp) / d.ep, 1.0)
 
 
+def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, overlapped, per_layer):
+    """(per-microbatch ZeRO-3 seconds, per-step gradient seconds, per-step gather seconds, NCCL calls) of one
+    weight group's synchronization over its ranks k (the dense weights over dp x cp, the experts over their
+    expert-data-parallel ranks): ``trained`` weights per GPU have gradients, ``gathered`` are ZeRO-3-gathered.
+    The group's network path is the gradient group's (ctx.dp_net, ctx.alpha_grad_s, ctx.bw_grad_Bps)."""
+    grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
+    step_param_bytes = trained * train.param_gather_bytes
+    # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
+    fsdp_s = fsdp_microbatch_comm_s(d.sharding, k, k_building, param_bytes, grad_bytes, ctx.dp_net.alpha_s,
+                                    ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, ctx.layers_stage)
+    # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
+    fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
+    buckets = dp_calls(trained, jnp.prod(k), ctx.layers_stage, overlapped, per_layer)
+    grad_s, param_s = dp_step_comm_s(d.sharding, d.dp_algo, k, k_building, k_across, grad_bytes, step_param_bytes,
+                                     ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, buckets)
+    # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
+    grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
+    param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
+    return fsdp_s, grad_s, param_s, buckets
+
+
 def dp_term(ctx, d, train, gpu):
     """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
     reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state
-    (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory."""
+    (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory.
+
+    Dense weights sync over the dp x cp ranks; expert weights over their expert-data-parallel ranks (ctx.edp_k),
+    which hold the same experts: Megatron-Core keeps them in buffers of their own on the expert-data-parallel group
+    (distributed/distributed_data_parallel.py, expert_parallel_buffers), so an EP group spanning the dp ranks of a
+    building leaves no expert replica there to reduce with, and the whole expert gradient crosses to the next."""
     sharding, lt = d.sharding, ctx.layer
     params_gpu = ctx.params_dense + ctx.params_expert
     # LoRA (cost/lora.py): only the adapters have gradients and updated parameters to sync; ZeRO-3 still gathers
     # every (frozen) weight
     lora = train.lora > 0
-    trained_gpu = jnp.where(lora, ctx.params_adapter, params_gpu)
-    # the parameter all-gathers move param_gather_bytes per weight (an FP8 all-gather: 1; Training.param_gather_bytes)
-    grad_bytes, param_bytes = trained_gpu * train.grad_reduce_bytes, params_gpu * train.param_gather_bytes
-    step_param_bytes = trained_gpu * train.param_gather_bytes
+    trained_dense = jnp.where(lora, ctx.params_adapter, ctx.params_dense)
+    trained_expert = jnp.where(lora, 0.0, ctx.params_expert)
     zero3 = shards_weights(sharding)
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
-    # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
-    fsdp_s = fsdp_microbatch_comm_s(sharding, ctx.grad_k, ctx.grad_k_building, param_bytes, grad_bytes,
-                                    ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps,
-                                    ctx.layers_stage)
-    # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
-    fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
+    dense = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
+                          ctx.params_dense, overlapped, gpu.dp_per_layer)
+    expert = _group_sync_s(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
+                           ctx.params_expert, overlapped, gpu.dp_per_layer)
+    has_experts = ctx.params_expert > 0
+    fsdp_s, grad_s, param_s = (a + jnp.where(has_experts, b, 0.0) for a, b in zip(dense[:3], expert[:3]))
+    buckets = dense[3] + jnp.where(has_experts & (trained_expert > 0), expert[3], 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = nccl_price(gpu)
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
-
-    buckets = dp_calls(trained_gpu, ctx.grad_shards, ctx.layers_stage, overlapped, gpu.dp_per_layer)
-    grad_s, param_s = dp_step_comm_s(sharding, d.dp_algo, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                     grad_bytes, step_param_bytes, ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s,
-                                     ctx.bw_grad_Bps, buckets)
-    # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
-    grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
-    param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     # reductions hide under the last microbatch's backward compute, the gather under the first forward's
     bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
     fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s
@@ -177,26 +194,32 @@ def dp_term(ctx, d, train, gpu):
     # ZeRO-3's two gathered layers (the one computing, the one prefetched), in the bytes they were gathered in
     layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_gather_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
-    return Term(stage_s=stage_s, step_s=step_s, cross_bytes=_cross_bytes(ctx, sharding, grad_bytes, param_bytes,
-                                                                          train, step_param_bytes),
-                memory_bytes=state + buffers)
+    cross = (_cross_bytes(ctx, sharding, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
+                          ctx.params_dense)
+             + _cross_bytes(ctx, sharding, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
+                            ctx.params_expert))
+    return Term(stage_s=stage_s, step_s=step_s, cross_bytes=cross, memory_bytes=state + buffers)
 
 
-def _cross_bytes(ctx, sharding, grad_bytes, param_bytes, train, step_param_bytes):
-    """Bytes the same collectives move over campus/region links (hierarchical accounting: level L carries
-    2 (k_L - 1)/k_L of the data left after the levels inside it; a reduce-scatter or all-gather half of that)."""
+def _cross_bytes(ctx, sharding, train, k, k_building, k_across, trained, gathered):
+    """Bytes one weight group's collectives (ranks k; trained / gathered weights per GPU as _group_sync_s) move over
+    campus/region links (hierarchical accounting: level L carries 2 (k_L - 1)/k_L of the data left after the
+    levels inside it; a reduce-scatter or all-gather half of that)."""
+    grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
+    step_param_bytes = trained * train.param_gather_bytes
+
     # bytes per byte of message: depends on the placement only, so a grid evaluation computes it once per layout
-    def per_byte(k):
-        return jnp.sum(ctx.xb * bytes_per_level_allreduce(k, 1.0))
+    def per_byte(kk):
+        return jnp.sum(ctx.xb * bytes_per_level_allreduce(kk, 1.0))
 
-    whole, across = per_byte(ctx.grad_k), per_byte(ctx.grad_k_across)
+    whole, across = per_byte(k), per_byte(k_across)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     per_step = jnp.select(
         [sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP],
         [whole * grad_bytes, 0.5 * whole * (grad_bytes + step_param_bytes), 0.0],
-        across * grad_bytes / jnp.maximum(ctx.grad_shards_building, 1.0))
-    # ZeRO-3 gathers and reduce-scatters inside its shard group: all of dp x cp (fsdp), the building (hsdp)
-    zero3 = jnp.where(sharding == Sharding.HSDP, per_byte(ctx.grad_k_building), whole)
+        across * grad_bytes / jnp.maximum(jnp.prod(k_building), 1.0))
+    # ZeRO-3 gathers and reduce-scatters inside its shard group: all of it (fsdp), the building (hsdp)
+    zero3 = jnp.where(sharding == Sharding.HSDP, per_byte(k_building), whole)
     per_microbatch = jnp.where(shards_weights(sharding),
                                0.5 * zero3 * (FSDP_GATHERS * param_bytes + grad_bytes), 0.0)
     return (per_step + ctx.microbatches * per_microbatch) * train.n_gpus
