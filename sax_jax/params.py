@@ -39,6 +39,10 @@ class Topology:
     # xb_*; cost/provision.py). Static: without them the network stays one shared value for the whole batch, so
     # the system-only tables (ECMP, transport rounds, microbursts) are computed once, not once per design.
     provisioned: bool = False
+    # True when the model has routed experts: the program then carries their expert-data-parallel sync
+    # (cost/dp.py, cost/outer_sync.py), which a dense model's sweep would compute only to add zero. Static, like
+    # `provisioned`; validation sets it for every case so that cases of any model stack into one program.
+    expert_sync: bool = True
 
     @property
     def n_levels(self) -> int:
@@ -461,7 +465,8 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
         transport=transport_params(scenario.transports, dtype),
         train=train_params(scenario.training, scenario.system, dtype),
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
-        topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario)),
+        topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario),
+                                     expert_sync=scenario.model.moe is not None),
         prices=price_params(getattr(scenario, "prices", None), dtype),
         experts=expert_tables(scenario, dtype),
         hetero=hetero_params(scenario, dtype),

@@ -739,7 +739,9 @@ def case_arrays(cases, gpu_override=None, pad=False):
         if gpu_override and scen.system.gpu.name in gpu_override:
             system = dataclasses.replace(scen.system, gpu=gpu_override[scen.system.gpu.name])
             scen = dataclasses.replace(scen, system=system)
-        params.append(build_params(scen))
+        p = build_params(scen)
+        # one program for cases of every model: the expert sync is compiled in (it adds zero for dense models)
+        params.append(p._replace(topology=dataclasses.replace(p.topology, expert_sync=True)))
         d = scen.space.design(c.design)
         designs.append(Design(*[jnp.asarray(getattr(d, ax), jnp.float32 if ax in NUMERIC_AXES else jnp.int32)
                                 for ax in AXES]))

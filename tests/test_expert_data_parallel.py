@@ -81,3 +81,41 @@ def test_expert_gradients_cross_the_campus_in_full():
     got = float(dp_term(ctx, d, p.train, p.gpu).cross_bytes)
     np.testing.assert_allclose(got, expert + dense, rtol=1e-5)
     assert expert > 10 * dense  # experts are most of DeepSeek-V3: their gradients dominate what crosses
+
+
+def test_diloco_outer_sync_sends_each_experts_whole_slice():
+    """DiLoCo with one worker per building (H = 100, fp32 outer gradient) on the same layout: inside a building the
+    dense weights have 64 holders, each sending 1/64 of them, the experts one holder, sending all of its experts.
+    Across the campus (2 workers: 2 (2 - 1)/2 = 1 message per GPU) a step then carries
+    (dense / 64 + experts) x 4 B x 16,384 GPUs / 100, and the outer optimizer state is kept for that slice."""
+    from sax_jax.cost.outer_sync import outer_sync_term
+    sc = sx.load_scenario(f"{CONFIGS}/scenarios/deepseek-v3-two-buildings.yaml")
+    p = build_params(sc)
+    d = _design(sc.space, {**sc.baselines["across"], "ep": 64, "dp_sync": "diloco", "sync_every": 100})
+    ctx = context(p, d)
+    assert bool(ctx.local_sync)
+    np.testing.assert_array_equal(np.asarray(ctx.grad_k_outer), [1, 1, 2])
+    np.testing.assert_array_equal(np.asarray(ctx.edp_k), [1, 1, 1])
+    term = outer_sync_term(ctx, d, p.train, p.gpu, 1.0)
+    held = float(ctx.params_dense) / 64 + float(ctx.params_expert)
+    np.testing.assert_allclose(float(term.cross_bytes), held * 4 * float(p.train.n_gpus) / 100, rtol=1e-5)
+    np.testing.assert_allclose(float(term.memory_bytes), held * float(p.train.outer_state_bytes), rtol=1e-5)
+
+
+def test_expert_sync_is_compiled_only_for_models_with_experts():
+    """Topology.expert_sync is a static switch, not physics: a dense model's program leaves the expert group out,
+    and computing it anyway (validation does, to stack cases of every model) gives the same numbers."""
+    import dataclasses
+    from sax_jax.evaluate import evaluate
+    dense_sc = sx.load_scenario(f"{CONFIGS}/scenarios/default.yaml")
+    moe_sc = sx.load_scenario(f"{CONFIGS}/scenarios/deepseek-v3-two-buildings.yaml")
+    p = build_params(dense_sc)
+    assert not p.topology.expert_sync and build_params(moe_sc).topology.expert_sync
+    idx = np.random.default_rng(1).integers(0, dense_sc.space.size, 64)
+    designs = dense_sc.space.decode(jnp.asarray(idx, jnp.int32))
+    off = evaluate(dense_sc, designs, p)
+    on = evaluate(dense_sc, designs, p._replace(topology=dataclasses.replace(p.topology, expert_sync=True)))
+    for name in ("step_time_s", "cross_building_bytes", "memory_bytes"):
+        a, b = np.asarray(getattr(off, name)), np.asarray(getattr(on, name))
+        np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
+        np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-6, err_msg=name)

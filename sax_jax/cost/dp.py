@@ -148,7 +148,7 @@ def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, ove
     return fsdp_s, grad_s, param_s, buckets
 
 
-def dp_term(ctx, d, train, gpu):
+def dp_term(ctx, d, train, gpu, expert_sync=True):
     """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
     reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state
     (weights, gradients, optimizer) plus ZeRO-3's gather buffers in memory.
@@ -156,7 +156,9 @@ def dp_term(ctx, d, train, gpu):
     Dense weights sync over the dp x cp ranks; expert weights over their expert-data-parallel ranks (ctx.edp_k),
     which hold the same experts: Megatron-Core keeps them in buffers of their own on the expert-data-parallel group
     (distributed/distributed_data_parallel.py, expert_parallel_buffers), so an EP group spanning the dp ranks of a
-    building leaves no expert replica there to reduce with, and the whole expert gradient crosses to the next."""
+    building leaves no expert replica there to reduce with, and the whole expert gradient crosses to the next.
+    expert_sync (static, Topology.expert_sync): False for a model without experts, whose program then leaves the
+    expert group out instead of computing it to add zero."""
     sharding, lt = d.sharding, ctx.layer
     params_gpu = ctx.params_dense + ctx.params_expert
     # LoRA (cost/lora.py): only the adapters have gradients and updated parameters to sync; ZeRO-3 still gathers
@@ -168,11 +170,13 @@ def dp_term(ctx, d, train, gpu):
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
     dense = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
                           ctx.params_dense, overlapped, gpu.dp_per_layer)
-    expert = _group_sync_s(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
-                           ctx.params_expert, overlapped, gpu.dp_per_layer)
-    has_experts = ctx.params_expert > 0
-    fsdp_s, grad_s, param_s = (a + jnp.where(has_experts, b, 0.0) for a, b in zip(dense[:3], expert[:3]))
-    buckets = dense[3] + jnp.where(has_experts & (trained_expert > 0), expert[3], 0.0)
+    fsdp_s, grad_s, param_s, buckets = dense
+    if expert_sync:
+        expert = _group_sync_s(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
+                               ctx.params_expert, overlapped, gpu.dp_per_layer)
+        has_experts = ctx.params_expert > 0
+        fsdp_s, grad_s, param_s = (a + jnp.where(has_experts, b, 0.0) for a, b in zip(dense[:3], expert[:3]))
+        buckets = dense[3] + jnp.where(has_experts & (trained_expert > 0), expert[3], 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = nccl_price(gpu)
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
@@ -194,10 +198,11 @@ def dp_term(ctx, d, train, gpu):
     # ZeRO-3's two gathered layers (the one computing, the one prefetched), in the bytes they were gathered in
     layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_gather_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
-    cross = (_cross_bytes(ctx, sharding, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
-                          ctx.params_dense)
-             + _cross_bytes(ctx, sharding, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
-                            ctx.params_expert))
+    cross = _cross_bytes(ctx, sharding, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
+                         ctx.params_dense)
+    if expert_sync:
+        cross = cross + _cross_bytes(ctx, sharding, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across,
+                                     trained_expert, ctx.params_expert)
     return Term(stage_s=stage_s, step_s=step_s, cross_bytes=cross, memory_bytes=state + buffers)
 
 

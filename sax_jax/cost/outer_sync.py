@@ -54,20 +54,32 @@ def outer_sync_s(algo, k_outer, k_inner, outer_bytes_gpu, param_bytes_gpu, alpha
     return ar, jnp.where(jnp.prod(k_inner) > 1.0, ag, 0.0)
 
 
-def outer_sync_term(ctx, d, train, gpu, inner_step_s):
+def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
     """The outer synchronization as a term: seconds per step (amortized, exposed part), cross-building bytes per
     step, and the outer optimizer state in memory. 0 unless ``ctx.local_sync``."""
     local = ctx.local_sync
     h = jnp.maximum(d.sync_every, 1.0)
     lora = train.lora > 0
-    trained_gpu = jnp.where(lora, ctx.params_adapter, ctx.params_dense + ctx.params_expert)
-    shards = jnp.maximum(ctx.grad_shards, 1.0)  # GPUs of one worker sharing a copy (the inner dp x cp group)
-    slice_bytes = trained_gpu * outer_bytes(d.outer_precision) / shards
-    param_bytes = trained_gpu * train.param_bytes
+    dense_gpu = jnp.where(lora, ctx.params_adapter, ctx.params_dense)
+    expert_gpu = jnp.where(lora, 0.0, ctx.params_expert)
+    trained_gpu = dense_gpu + expert_gpu
+    # GPUs of one worker sharing a copy: the inner dp x cp group for the dense weights, the inner expert-data-parallel
+    # group for the experts (dp.py: an EP group that takes the worker's dp ranks leaves each expert one holder there,
+    # which sends all of it to the other workers)
+    shards = jnp.maximum(ctx.grad_shards, 1.0)
+    expert_shards = jnp.maximum(jnp.prod(ctx.edp_k), 1.0)
+    def per_slice(bytes_per_weight):  # bytes of the GPU's slice of the worker's copy
+        return dense_gpu * bytes_per_weight / shards + expert_gpu * bytes_per_weight / expert_shards
+    slice_bytes = per_slice(outer_bytes(d.outer_precision))
     streaming = d.dp_sync == DpSync.STREAMING
     k = jnp.where(streaming, jnp.maximum(train.stream_fragments, 1.0), 1.0)  # fragments per sync round
-    ar_s, ag_s = outer_sync_s(d.dp_algo, ctx.grad_k_outer, ctx.grad_k, slice_bytes / k, param_bytes / k,
-                              ctx.alpha_s, ctx.bw_Bps)
+    ar_s, ag_s = outer_sync_s(d.dp_algo, ctx.grad_k_outer, ctx.grad_k, slice_bytes / k,
+                              dense_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps)
+    if expert_sync:  # static (Topology.expert_sync): a model without experts leaves this out
+        # the experts' updated slices are gathered inside their own (expert-data-parallel) group
+        ag_expert_s = outer_sync_s(d.dp_algo, ctx.grad_k_outer, ctx.edp_k, 0.0, expert_gpu * train.param_bytes / k,
+                                   ctx.alpha_s, ctx.bw_Bps)[1]
+        ag_s = ag_s + jnp.where(expert_gpu > 0, ag_expert_s, 0.0)
     buckets = jnp.maximum(trained_gpu / (k * BUCKET_PARAMS), 1.0)  # NCCL calls per fragment (both collectives)
     frag_s = ar_s + ag_s + 2.0 * buckets * NCCL_BASE_LATENCY_S
     window_s = jnp.minimum(train.stream_overlap_steps, h / k) * inner_step_s
@@ -76,7 +88,7 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s):
     # bytes over campus/region links: hierarchical accounting as dp._cross_bytes, the whole model once per H steps
     per_byte = jnp.sum(ctx.xb * bytes_per_level_allreduce(ctx.grad_k_outer, 1.0))
     cross = jnp.where(local, per_byte * slice_bytes * train.n_gpus / h, 0.0)
-    memory = jnp.where(local, trained_gpu * train.outer_state_bytes / shards, 0.0)
+    memory = jnp.where(local, per_slice(train.outer_state_bytes), 0.0)
     return Term(step_s=step_s, cross_bytes=cross, memory_bytes=memory)
 
 

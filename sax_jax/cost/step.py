@@ -59,7 +59,7 @@ def step_time(params, d, share=None) -> Cost:
     tp, tp_fwd_s = tp_term(ctx, d, train, params.gpu, model)
     cp, cp_fwd_s = cp_term(ctx, d, model, train, params.gpu)
     ep, ep_fwd_s = ep_term(ctx, d, model, train, params.gpu, params.experts)
-    dp = dp_term(ctx, d, train, params.gpu)
+    dp = dp_term(ctx, d, train, params.gpu, params.topology.expert_sync)
     t_f = ctx.layers_stage * (ctx.layer.fwd_s + (tp_fwd_s + cp_fwd_s + ep_fwd_s)) + ctx.logits_fwd_s + offload_fwd_s
     t_b = compute.stage_s + offload.stage_s + tp.stage_s + cp.stage_s + ep.stage_s + dp.stage_s - t_f
     t_w = ctx.layers_stage * ctx.layer.weight_grad_s
@@ -70,7 +70,7 @@ def step_time(params, d, share=None) -> Cost:
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
     # ep.step_s: the gradient exchange of EPLB's redundant expert replicas (0 without an expert trace)
     inner_s = pipe.total_s + dp.step_s + ep.step_s + optimizer.step_s + straggler.step_s
-    outer = outer_sync_term(ctx, d, train, params.gpu, inner_s)
+    outer = outer_sync_term(ctx, d, train, params.gpu, inner_s, params.topology.expert_sync)
     stall, total = stall_term(ctx, d, params.net, params.transport, inner_s + outer.step_s, train.n_gpus)
 
     terms = dict(compute=compute, offload=offload, tp=tp, cp=cp, ep=ep, pp_p2p=pipe.p2p, bubble=pipe.bubble, dp_exposed=dp,
