@@ -119,3 +119,15 @@ def test_expert_sync_is_compiled_only_for_models_with_experts():
         a, b = np.asarray(getattr(off, name)), np.asarray(getattr(on, name))
         np.testing.assert_array_equal(np.isfinite(a), np.isfinite(b))
         np.testing.assert_allclose(a[np.isfinite(a)], b[np.isfinite(b)], rtol=1e-6, err_msg=name)
+
+
+def test_frozen_experts_add_no_step_reduction(gpt_oss):
+    """LoRA freezes the experts: the distributed optimizer has no expert gradient to reduce nor expert update to
+    gather, so ZeRO-1's per-step sync is the adapters' alone, as if the model had no experts."""
+    case, p = gpt_oss
+    d = _design(case.scenario.space, case.design)
+    ctx = context(p, d)
+    lora = p.train._replace(lora=jnp.asarray(1.0, jnp.float32))
+    with_experts = float(dp_term(ctx, d, lora, p.gpu).step_s)
+    without = float(dp_term(ctx._replace(params_expert=jnp.zeros_like(ctx.params_expert)), d, lora, p.gpu).step_s)
+    assert with_experts == without

@@ -174,9 +174,12 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
     if expert_sync:
         expert = _group_sync_s(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
                                ctx.params_expert, overlapped, gpu.dp_per_layer)
-        has_experts = ctx.params_expert > 0
-        fsdp_s, grad_s, param_s = (a + jnp.where(has_experts, b, 0.0) for a, b in zip(dense[:3], expert[:3]))
-        buckets = dense[3] + jnp.where(has_experts & (trained_expert > 0), expert[3], 0.0)
+        # ZeRO-3 gathers every expert weight, trained or frozen; only trained ones (not LoRA's) are reduced and
+        # gathered after the step, so frozen experts add no calls there
+        gathered, trained = ctx.params_expert > 0, trained_expert > 0
+        fsdp_s = dense[0] + jnp.where(gathered, expert[0], 0.0)
+        grad_s, param_s = (a + jnp.where(trained, b, 0.0) for a, b in zip(dense[1:3], expert[1:3]))
+        buckets = dense[3] + jnp.where(trained, expert[3], 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = nccl_price(gpu)
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
