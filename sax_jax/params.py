@@ -322,23 +322,24 @@ GEMM_INPUT_BYTES = {"fp8": 1.0, "fp4": 0.5 + 1.0 / 16.0}
 
 
 def quantization_bytes(training: Training, any_layout: bool = False) -> tuple:
-    """(standalone, norm-fed) cast bytes per element of the training's recipe (cost/quantize.py); 0 at 16 bits.
-    any_layout: the GPU's FP8 GEMMs take every layout (GpuSpec.fp8_any_layout); NVFP4's 16-element block scales
-    run along the reduction dimension whatever its global scale, so it writes both orientations regardless."""
+    """(standalone, norm-fed, after a 16-bit gather) cast bytes per element of the training's recipe
+    (cost/quantize.py); 0 at 16 bits. any_layout: the GPU's FP8 GEMMs take every layout (GpuSpec.fp8_any_layout);
+    NVFP4's 16-element block scales run along the reduction dimension whatever its global scale, so it writes both
+    orientations regardless."""
     q = GEMM_INPUT_BYTES.get(training.precision)
-    return (0.0, 0.0) if q is None else quantize.bytes_per_element(
-        training.fp8_scaling, q, training.framework.fused_amax, frozen_weights=training.lora_rank > 0,
-        any_layout=any_layout and training.precision == "fp8")
+    if q is None:
+        return 0.0, 0.0, 0.0
+    frozen = training.lora_rank > 0
+    return (*quantize.bytes_per_element(training.fp8_scaling, q, training.framework.fused_amax, frozen_weights=frozen,
+                                        any_layout=any_layout and training.precision == "fp8"),
+            quantize.gathered_bytes(training.fp8_scaling, q, frozen_weights=frozen))
 
 
 def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> GpuP:
     """The GPU's constants as the training framework sees them: its attention kernel's speed relative to the
     calibrated one, its elementwise traffic and its extra per-layer overhead (specs.Framework)."""
     g, e, fw = system.gpu, system.gpu.efficiency, training.framework
-    quant_bytes, quant_norm_bytes = quantization_bytes(training, g.fp8_any_layout)
-    q = GEMM_INPUT_BYTES.get(training.precision)
-    quant_gathered_bytes = 0.0 if q is None else quantize.gathered_bytes(training.fp8_scaling, q,
-                                                                          frozen_weights=training.lora_rank > 0)
+    quant_bytes, quant_norm_bytes, quant_gathered_bytes = quantization_bytes(training, g.fp8_any_layout)
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,

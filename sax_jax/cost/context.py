@@ -142,7 +142,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
     edp_m = jnp.where(folded, tcd_m / (jnp.clip(tcd_m, 1.0, etp) * fold_m),
                       dp_g.members * cp_g.members / carved.members)
     edp_m = jnp.maximum(edp_m, 1.0)
-    edp_all = edp_m / jnp.maximum(jnp.concatenate([jnp.ones_like(edp_m[:1]), edp_m[:-1]]), 1.0)
+    edp_all = edp_m / jnp.concatenate([jnp.ones_like(edp_m[:1]), edp_m[:-1]])
     edp_k = jnp.maximum(jnp.where(local_sync & outer, 1.0, edp_all), 1.0)
 
     ecmp_tab = ecmp_table(net)

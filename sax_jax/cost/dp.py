@@ -168,18 +168,19 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
     trained_expert = jnp.where(lora, 0.0, ctx.params_expert)
     zero3 = shards_weights(sharding)
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
-    dense = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
-                          ctx.params_dense, overlapped, gpu.dp_per_layer)
-    fsdp_s, grad_s, param_s, buckets = dense
+    fsdp_s, grad_s, param_s, buckets = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
+                                                     trained_dense, ctx.params_dense, overlapped, gpu.dp_per_layer)
     if expert_sync:
-        expert = _group_sync_s(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert,
-                               ctx.params_expert, overlapped, gpu.dp_per_layer)
+        e_fsdp_s, e_grad_s, e_param_s, e_buckets = _group_sync_s(
+            ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert, ctx.params_expert,
+            overlapped, gpu.dp_per_layer)
         # ZeRO-3 gathers every expert weight, trained or frozen; only trained ones (not LoRA's) are reduced and
         # gathered after the step, so frozen experts add no calls there
         gathered, trained = ctx.params_expert > 0, trained_expert > 0
-        fsdp_s = dense[0] + jnp.where(gathered, expert[0], 0.0)
-        grad_s, param_s = (a + jnp.where(trained, b, 0.0) for a, b in zip(dense[1:3], expert[1:3]))
-        buckets = dense[3] + jnp.where(trained, expert[3], 0.0)
+        fsdp_s = fsdp_s + jnp.where(gathered, e_fsdp_s, 0.0)
+        grad_s = grad_s + jnp.where(trained, e_grad_s, 0.0)
+        param_s = param_s + jnp.where(trained, e_param_s, 0.0)
+        buckets = buckets + jnp.where(trained, e_buckets, 0.0)
     fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = nccl_price(gpu)
     stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)

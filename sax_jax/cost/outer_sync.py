@@ -50,8 +50,14 @@ def outer_sync_s(algo, k_outer, k_inner, outer_bytes_gpu, param_bytes_gpu, alpha
     workers (k_outer participants per level), then the all-gather of the updated 16-bit parameters inside the
     worker (k_inner). outer_bytes_gpu: the slice's bytes; param_bytes_gpu: the GPU's whole parameter bytes."""
     ar = _allreduce_s(algo, k_outer, outer_bytes_gpu, alpha_s, bw_Bps)
+    return ar, inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps)
+
+
+def inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps):
+    """All-gather of the updated 16-bit parameters inside the worker (k_inner participants per level); 0 when one
+    GPU holds the whole copy."""
     ag = 0.5 * _allreduce_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps)
-    return ar, jnp.where(jnp.prod(k_inner) > 1.0, ag, 0.0)
+    return jnp.where(jnp.prod(k_inner) > 1.0, ag, 0.0)
 
 
 def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
@@ -68,8 +74,10 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
     # which sends all of it to the other workers)
     shards = jnp.maximum(ctx.grad_shards, 1.0)
     expert_shards = jnp.maximum(jnp.prod(ctx.edp_k), 1.0)
+
     def per_slice(bytes_per_weight):  # bytes of the GPU's slice of the worker's copy
         return dense_gpu * bytes_per_weight / shards + expert_gpu * bytes_per_weight / expert_shards
+
     slice_bytes = per_slice(outer_bytes(d.outer_precision))
     streaming = d.dp_sync == DpSync.STREAMING
     k = jnp.where(streaming, jnp.maximum(train.stream_fragments, 1.0), 1.0)  # fragments per sync round
@@ -77,8 +85,7 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
                               dense_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps)
     if expert_sync:  # static (Topology.expert_sync): a model without experts leaves this out
         # the experts' updated slices are gathered inside their own (expert-data-parallel) group
-        ag_expert_s = outer_sync_s(d.dp_algo, ctx.grad_k_outer, ctx.edp_k, 0.0, expert_gpu * train.param_bytes / k,
-                                   ctx.alpha_s, ctx.bw_Bps)[1]
+        ag_expert_s = inner_gather_s(d.dp_algo, ctx.edp_k, expert_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps)
         ag_s = ag_s + jnp.where(expert_gpu > 0, ag_expert_s, 0.0)
     buckets = jnp.maximum(trained_gpu / (k * BUCKET_PARAMS), 1.0)  # NCCL calls per fragment (both collectives)
     frag_s = ar_s + ag_s + 2.0 * buckets * NCCL_BASE_LATENCY_S

@@ -97,22 +97,15 @@ def gathered_bytes(scaling: str, q_bytes: float, frozen_weights: bool = False) -
     return bytes_per_element(scaling, q_bytes, fused_amax=False, frozen_weights=frozen_weights)[0]
 
 
-def sequence_parallel_elements(model, tokens):
-    """Elements of the hidden-width, sequence-parallel tensors one layer (averaged over the layers) casts for
-    ``tokens`` tokens before any TP split: the norm-fed inputs (forward) and, as many, the row-parallel linears'
-    output gradients (backward)."""
-    dense = model.mlp_fraction - jnp.where(model.experts > 0, model.moe_fraction, 0.0)
-    return tokens * model.hidden * (model.attn_fraction + dense + model.mamba_fraction)
-
-
 def quantize_times(model, tokens, t, sp_split, g, low_precision_share):
     """(forward, backward) seconds of the casts on one GPU; 0 without low-precision GEMMs (GpuP.quant_bytes 0).
     low_precision_share: the share of the GPU's layers whose GEMMs run in low precision (the rest stay BF16)."""
     norm_fed, other_in, grads = quantized_elements(model, tokens, t, sp_split)
-    # a recipe that gathers in 16 bits casts the whole gathered tensor in place of its shard (sequence parallel only)
+    # a recipe that gathers in 16 bits casts the whole gathered tensor in place of its shard (sequence parallel
+    # only): the norm-fed inputs and, as many, the hidden-wide output gradients of the row-parallel linears
     gathered = jnp.where(sp_split > 1.0, g.quant_gathered_bytes, 0.0)
-    seq = sequence_parallel_elements(model, tokens)
-    shard = jnp.where(gathered > 0.0, seq / sp_split, 0.0)
+    shard = jnp.where(gathered > 0.0, norm_fed, 0.0)
+    seq = shard * sp_split
     mem_bw = g.hbm_Bps * g.memory_bound
     fwd = ((norm_fed - shard) * g.quant_norm_bytes + other_in * g.quant_bytes + seq * gathered) / mem_bw
     bwd = ((grads - shard) * g.quant_bytes + seq * gathered) / mem_bw
