@@ -803,6 +803,8 @@ class PriceSpec:
 
 BEST_KERNEL = "best"
 DP_CALLS = ("buckets", "layers")
+# When ZeRO-3 issues the next layer's backward all-gather (PyTorch FSDP BackwardPrefetch; cost/dp.py)
+BACKWARD_PREFETCH = ("pre", "post")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -818,7 +820,10 @@ class Framework:
     MoE layer's forward waits on the host when no CUDA graph captures its router (cost/compute.py). dp_calls says
     how the data-parallel reductions and gathers are issued, each call paying the ring's step latencies
     (cost/dp.py): ``buckets`` (Megatron-Core DDP, max(40M, 1M x dp) parameters per bucket, one call without
-    overlap) or ``layers`` (PyTorch FSDP / FSDP2: one call per wrapped transformer block)."""
+    overlap) or ``layers`` (PyTorch FSDP / FSDP2: one call per wrapped transformer block). backward_prefetch says
+    when ZeRO-3 issues the next layer's backward all-gather: ``pre``, before the current layer's gradient compute
+    (FSDP BACKWARD_PRE, FSDP2's default), so it hides under it; ``post``, after it (FSDP BACKWARD_POST), behind the
+    current reduce-scatter on the one NCCL stream, so both wait on the critical path (cost/dp.py)."""
     name: str = "megatron-te"
     attention_kernel: str = BEST_KERNEL
     elementwise_bytes_factor: float = 1.0
@@ -826,6 +831,7 @@ class Framework:
     expert_gemm_us: float = 0.0
     moe_host_us: float = 0.0
     dp_calls: str = "buckets"
+    backward_prefetch: str = "pre"
     # whether its fused rotary-embedding kernel also applies a YaRN attention factor other than 1
     # (ModelSpec.rope_attention_factor). Megatron-Core's does not: apply_rotary_pos_emb falls back to the eager
     # PyTorch RoPE when mscale != 1 (models/common/embeddings/rope_utils.py: "mscale ... is not supported by TE's
@@ -846,6 +852,9 @@ class Framework:
         _ranges(self, "framework", f"frameworks.{self.name}.", file)
         _check(self.dp_calls in DP_CALLS, f"frameworks.{self.name}.dp_calls", self.dp_calls,
                f"must be one of {', '.join(DP_CALLS)}", "buckets: Megatron-Core DDP; layers: PyTorch FSDP", file=file)
+        _check(self.backward_prefetch in BACKWARD_PREFETCH, f"frameworks.{self.name}.backward_prefetch",
+               self.backward_prefetch, f"must be one of {', '.join(BACKWARD_PREFETCH)}",
+               "pre: FSDP BACKWARD_PRE / FSDP2; post: FSDP BACKWARD_POST (Composer's default)", file=file)
         _check(isinstance(self.attention_kernel, str) and self.attention_kernel,
                f"frameworks.{self.name}.attention_kernel", self.attention_kernel, "must be a kernel name",
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)

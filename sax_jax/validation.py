@@ -94,7 +94,9 @@ RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the datas
                 "fp8-rowwise": "FP8 with torchao's rowwise scaling",
                 "eager": "run without torch.compile: its dataset framework's eager entry (<framework>-eager)",
                 "fp8-all-gather": "FSDP gathers the weights in FP8 (torchao enable_fsdp_float8_all_gather): "
-                                  "param_gather_bytes = 1"}
+                                  "param_gather_bytes = 1",
+                "fsdp-pure": "Composer FSDP mixed_precision PURE: gradients reduce-scattered in 16 bits "
+                             "(grad_reduce_bytes = 2)"}
 # `features` naming the run's software stack apart from its dataset's: the framework gets this suffix
 # (configs/frameworks.yaml torchtitan / torchtitan-eager: torchtitan's tables mix eager and torch.compile runs)
 FRAMEWORK_FEATURES = {"eager": "-eager"}
@@ -480,6 +482,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if "fp8-all-gather" in feats:
         gather["param_gather_bytes"] = 1.0
         filled.append("param_gather_bytes=1 (row feature fp8-all-gather)")
+    reduce_bytes = gbytes
+    if "fsdp-pure" in feats:
+        reduce_bytes = 2.0
+        filled.append("grad_reduce_bytes=2 (row feature fsdp-pure)")
     framework = profile.get("framework", "megatron-te")
     for f in feats:
         if f in FRAMEWORK_FEATURES:
@@ -492,7 +498,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                           lora_rank=lora_rank, packed_doc_tokens=doc_tokens, expert_tensor_parallel=etp, **recipe_training,
                           **gather,
                           fp8_scaling=scaling or "delayed",
-                          grad_bytes=gbytes, grad_reduce_bytes=gbytes, sequence_parallel=v["seq_parallel"],
+                          grad_bytes=gbytes, grad_reduce_bytes=reduce_bytes, sequence_parallel=v["seq_parallel"],
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(framework, file))
     tpath = os.path.join(CONFIGS, "network", "transports.yaml")

@@ -20,7 +20,7 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 """
 import jax.numpy as jnp
 
-from ..space import DpAlgo, Overlap, Sharding
+from ..space import DpAlgo, Overlap, Recompute, Sharding
 from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, ring_hop_latency_s,
                           tree_allreduce_s)
 from .memory import model_state_bytes
@@ -107,14 +107,15 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
 
 def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps,
                            alpha_grad_s=None, bw_grad_Bps=None, calls=1.0):
-    """Per-microbatch ZeRO-3 traffic: all-gather weights in forward and backward, reduce-scatter grads (as
-    gradient traffic: alpha_grad_s/bw_grad_Bps, see dp_step_comm_s); each issued as ``calls`` collectives (one
-    per layer: per_call_s)."""
+    """Per-microbatch ZeRO-3 traffic as (forward, backward) seconds: the forward all-gathers the weights, the
+    backward gathers them again and reduce-scatters the gradients (as gradient traffic: alpha_grad_s/bw_grad_Bps,
+    see dp_step_comm_s); each issued as ``calls`` collectives (one per layer: per_call_s)."""
     k = jnp.where(sharding == Sharding.HSDP, k_inner, k_dp)
     ag = per_call_s(multirail_ring_reduce_scatter_s, calls, k, layer_param_bytes_stage, alpha_s, bw_Bps)
     rs = per_call_s(multirail_ring_reduce_scatter_s, calls, k, grad_bytes_stage,
                     alpha_s if alpha_grad_s is None else alpha_grad_s, bw_Bps if bw_grad_Bps is None else bw_grad_Bps)
-    return jnp.where(shards_weights(sharding), FSDP_GATHERS * ag + rs, 0.0)
+    zero3 = shards_weights(sharding)
+    return jnp.where(zero3, ag, 0.0), jnp.where(zero3, (FSDP_GATHERS - 1.0) * ag + rs, 0.0)
 
 
 FSDP_GATHERS = 2.0  # ZeRO-3 gathers the weights for the forward and again for the backward
@@ -128,24 +129,25 @@ def expert_shards(shards, ctx, d):
 
 
 def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, overlapped, per_layer):
-    """(per-microbatch ZeRO-3 seconds, per-step gradient seconds, per-step gather seconds, NCCL calls) of one
+    """((forward, backward) per-microbatch ZeRO-3 seconds, per-step gradient seconds, per-step gather seconds, NCCL calls) of one
     weight group's synchronization over its ranks k (the dense weights over dp x cp, the experts over their
     expert-data-parallel ranks): ``trained`` weights per GPU have gradients, ``gathered`` are ZeRO-3-gathered.
     The group's network path is the gradient group's (ctx.dp_net, ctx.alpha_grad_s, ctx.bw_grad_Bps)."""
     grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
     step_param_bytes = trained * train.param_gather_bytes
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
-    fsdp_s = fsdp_microbatch_comm_s(d.sharding, k, k_building, param_bytes, grad_bytes, ctx.dp_net.alpha_s,
-                                    ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, ctx.layers_stage)
-    # one gather per layer forward, one backward, one gradient reduce-scatter: 3 NCCL calls per layer
-    fsdp_s = fsdp_s + jnp.where(fsdp_s > 0, (FSDP_GATHERS + 1.0) * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
+    fsdp_f, fsdp_b = fsdp_microbatch_comm_s(d.sharding, k, k_building, param_bytes, grad_bytes, ctx.dp_net.alpha_s,
+                                            ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, ctx.layers_stage)
+    # one gather per layer forward; one gather and one gradient reduce-scatter per layer backward: NCCL calls
+    fsdp_f = fsdp_f + jnp.where(fsdp_f > 0, ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
+    fsdp_b = fsdp_b + jnp.where(fsdp_b > 0, FSDP_GATHERS * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     buckets = dp_calls(trained, jnp.prod(k), ctx.layers_stage, overlapped, per_layer)
     grad_s, param_s = dp_step_comm_s(d.sharding, d.dp_algo, k, k_building, k_across, grad_bytes, step_param_bytes,
                                      ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, buckets)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
     grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
-    return fsdp_s, grad_s, param_s, buckets
+    return (fsdp_f, fsdp_b), grad_s, param_s, buckets
 
 
 def dp_term(ctx, d, train, gpu, expert_sync=True):
@@ -177,13 +179,27 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
         # ZeRO-3 gathers every expert weight, trained or frozen; only trained ones (not LoRA's) are reduced and
         # gathered after the step, so frozen experts add no calls there
         gathered, trained = ctx.params_expert > 0, trained_expert > 0
-        fsdp_s = fsdp_s + jnp.where(gathered, e_fsdp_s, 0.0)
+        fsdp_s = tuple(a + jnp.where(gathered, b, 0.0) for a, b in zip(fsdp_s, e_fsdp_s))
         grad_s = grad_s + jnp.where(trained, e_grad_s, 0.0)
         param_s = param_s + jnp.where(trained, e_param_s, 0.0)
         buckets = buckets + jnp.where(trained, e_buckets, 0.0)
-    fsdp_window_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s)
     slowdown = nccl_price(gpu)
-    stage_s = jnp.where(zero3, exposed_s(fsdp_s, fsdp_window_s, overlapped, ctx.layers_stage, slowdown), 0.0)
+    # ZeRO-3 prefetches layer by layer within a pass: the forward's gathers hide only under the forward, the
+    # backward's gathers and reduce-scatters (one communicator, issued in order) only under the backward and the
+    # forward it recomputes (PyTorch FSDP's forward and backward prefetch; Zhao et al. 2023, "PyTorch FSDP",
+    # VLDB, section 3.3). A reduce-scatter cannot start before its layer's gradients exist, so a backward whose
+    # communication outlasts its compute is exposed even when the whole microbatch's compute would cover it.
+    # Under BACKWARD_POST (Framework.backward_prefetch "post") the next layer's gather is issued only after the
+    # current layer's gradients and reduce-scatter, and one process group's collectives run in issue order on one
+    # NCCL stream (torch.distributed.fsdp.BackwardPrefetch): compute_i -> reduce-scatter_i -> gather_(i-1) ->
+    # compute_(i-1), so the backward's communication hides under nothing.
+    recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
+                            ctx.recompute_share * lt.fwd_s)
+    bwd_window_zero3_s = (1.0 - gpu.fsdp_backward_serial) * ctx.layers_stage * (lt.bwd_s + recompute_s)
+    fsdp_f, fsdp_b = fsdp_s
+    stage_s = jnp.where(zero3, exposed_s(fsdp_f, ctx.layers_stage * lt.fwd_s, overlapped, ctx.layers_stage, slowdown)
+                        + exposed_s(fsdp_b, bwd_window_zero3_s, overlapped,
+                                    ctx.layers_stage, slowdown), 0.0)
     # reductions hide under the last microbatch's backward compute, the gather under the first forward's
     bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
     fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s

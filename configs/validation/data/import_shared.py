@@ -15,7 +15,8 @@ explicit what the collection states in prose, so that `sax validate` does not ha
                selective activation checkpointing variants), h100-96gb (Meta Grand Teton H100 96 GB HBM2e 500 W),
                fp8-delayed (an FP8 row from NeMo's tables: Transformer Engine's DelayedScaling), fp8-rowwise
                (torchtitan's float8 rowwise rows), eager (a torchtitan run without torch.compile), fp8-all-gather
-               (a torchtitan FP8 run whose FSDP gathers the weights in float8: FP8_ALL_GATHER_CONFIGS).
+               (a torchtitan FP8 run whose FSDP gathers the weights in float8: FP8_ALL_GATHER_CONFIGS),
+               fsdp-pure (an llm-foundry run with Composer FSDP mixed_precision PURE: gradients reduced in 16 bits).
                sax_jax/validation.py decides which of these the model supports, approximates or cannot represent.
 * `dataset`:   fine-tuning rows (notes start `task=sft` or `task=lora`) move to dataset `nvidia-finetune`, so
                that the pretraining datasets' MAPE is not mixed with fine-tuning (their id still names the
@@ -72,6 +73,10 @@ def features(r) -> list:
         out.append("eager")
     if "96GB HBM2e" in n or "HBM2e" in n and "H100" in r["gpu"]:
         out.append("h100-96gb")
+    if r["dataset"].startswith("llm-foundry") and "mixed_precision PURE" in n:
+        # Composer's PURE mixed precision: param, reduce and buffer dtypes all the autocast dtype
+        # (composer/distributed/mosaic_parallelism.py get_mixed_precision)
+        out.append("fsdp-pure")
     if r["precision"].lower() == "fp8":
         # NeMo's FP8 rows (24.07 tables; the long-sequence table, container 25.04): Transformer Engine's
         # DelayedScaling, its only FP8 recipe before TE 2.2 and NeMo 2's default (MegatronMixedPrecision
