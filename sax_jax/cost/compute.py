@@ -424,12 +424,18 @@ def logits_times(tp, cp, mbs, seq, model, g):
     return f + ce, 2.0 * f + ce
 
 
+def layer_recompute_s(ctx, d):
+    """Seconds one layer's backward spends recomputing its forward, averaged over the stage's layers: the modules
+    selective recompute names, or the recomputed share of the whole forward (full, half, block)."""
+    lt = ctx.layer
+    return jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s, ctx.recompute_share * lt.fwd_s)
+
+
 def compute_term(ctx, d, model) -> Term:
     """Kernels of the slowest stage: its layers forward, backward and recomputed, plus the output layer.
     Memory: fp32 logits of the whole microbatch when one stage holds both ends (pp = 1)."""
     lt = ctx.layer
-    recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
-                            ctx.recompute_share * lt.fwd_s)
+    recompute_s = layer_recompute_s(ctx, d)
     stage_s = ctx.layers_stage * (lt.fwd_s + lt.bwd_s + recompute_s) + ctx.logits_fwd_s + ctx.logits_bwd_s + ctx.mtp_s
     logits_bytes = jnp.where(d.pp <= 1.0, 4.0 * d.mbs * ctx.seq * model.vocab / (d.tp * d.cp), 0.0)
     return Term(stage_s=stage_s, memory_bytes=logits_bytes)

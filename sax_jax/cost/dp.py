@@ -20,9 +20,10 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 """
 import jax.numpy as jnp
 
-from ..space import DpAlgo, Overlap, Recompute, Sharding
+from ..space import DpAlgo, Overlap, Sharding
 from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, ring_hop_latency_s,
                           tree_allreduce_s)
+from .compute import layer_recompute_s
 from .memory import model_state_bytes
 from .overlap import exposed_s, nccl_price
 from .placement import spans
@@ -129,9 +130,9 @@ def expert_shards(shards, ctx, d):
 
 
 def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, overlapped, per_layer):
-    """((forward, backward) per-microbatch ZeRO-3 seconds, per-step gradient seconds, per-step gather seconds, NCCL calls) of one
-    weight group's synchronization over its ranks k (the dense weights over dp x cp, the experts over their
-    expert-data-parallel ranks): ``trained`` weights per GPU have gradients, ``gathered`` are ZeRO-3-gathered.
+    """((forward, backward) per-microbatch ZeRO-3 seconds, per-step gradient seconds, per-step gather seconds, NCCL
+    calls) of one weight group's synchronization over its ranks k (the dense weights over dp x cp, the experts over
+    their expert-data-parallel ranks): ``trained`` weights per GPU have gradients, ``gathered`` are ZeRO-3-gathered.
     The group's network path is the gradient group's (ctx.dp_net, ctx.alpha_grad_s, ctx.bw_grad_Bps)."""
     grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
     step_param_bytes = trained * train.param_gather_bytes
@@ -193,13 +194,10 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
     # current layer's gradients and reduce-scatter, and one process group's collectives run in issue order on one
     # NCCL stream (torch.distributed.fsdp.BackwardPrefetch): compute_i -> reduce-scatter_i -> gather_(i-1) ->
     # compute_(i-1), so the backward's communication hides under nothing.
-    recompute_s = jnp.where(d.recompute == Recompute.SELECTIVE, lt.recompute_selective_s,
-                            ctx.recompute_share * lt.fwd_s)
-    bwd_window_zero3_s = (1.0 - gpu.fsdp_backward_serial) * ctx.layers_stage * (lt.bwd_s + recompute_s)
+    bwd_window_zero3_s = (1.0 - gpu.fsdp_backward_serial) * ctx.layers_stage * (lt.bwd_s + layer_recompute_s(ctx, d))
     fsdp_f, fsdp_b = fsdp_s
     stage_s = jnp.where(zero3, exposed_s(fsdp_f, ctx.layers_stage * lt.fwd_s, overlapped, ctx.layers_stage, slowdown)
-                        + exposed_s(fsdp_b, bwd_window_zero3_s, overlapped,
-                                    ctx.layers_stage, slowdown), 0.0)
+                        + exposed_s(fsdp_b, bwd_window_zero3_s, overlapped, ctx.layers_stage, slowdown), 0.0)
     # reductions hide under the last microbatch's backward compute, the gather under the first forward's
     bwd_window_s = ctx.layers_stage * lt.bwd_s + ctx.logits_bwd_s
     fwd_window_s = ctx.layers_stage * lt.fwd_s + ctx.logits_fwd_s
