@@ -63,15 +63,20 @@ def test_a_per_layer_framework_pays_more_latency_than_one_unbucketed_call():
     assert _dp_seconds(1.0) > _dp_seconds(0.0) > 0.0
 
 
-def test_frameworks_name_their_dp_calls_and_a_bad_value_names_the_key(tmp_path):
+def test_frameworks_name_their_dp_calls():
     fws = load_frameworks()
     assert fws["megatron-te"].dp_calls == "buckets"
     assert fws["composer-fsdp"].dp_calls == "layers" and fws["torchtitan"].dp_calls == "layers"
+
+
+# the two choice-valued framework fields: how dp calls are issued, when ZeRO-3's backward gathers (test_fsdp_prefetch)
+@pytest.mark.parametrize("key, value", [("dp_calls", "rings"), ("backward_prefetch", "sideways")])
+def test_a_bad_framework_choice_names_the_file_key_and_value(tmp_path, key, value):
     bad = tmp_path / "frameworks.yaml"
-    bad.write_text("frameworks:\n  mine:\n    dp_calls: rings\n")
-    with pytest.raises(S.ConfigError, match="frameworks.mine.dp_calls") as exc:
+    bad.write_text(f"frameworks:\n  mine:\n    {key}: {value}\n")
+    with pytest.raises(S.ConfigError, match=f"frameworks.mine.{key}") as exc:
         load_frameworks(str(bad))
-    assert "rings" in str(exc.value) and os.path.basename(str(bad)) in str(exc.value)
+    assert value in str(exc.value) and os.path.basename(str(bad)) in str(exc.value)
 
 
 def test_runs_the_source_footnotes_as_a_regression_are_kept_out_with_the_reason():
