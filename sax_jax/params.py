@@ -235,6 +235,8 @@ class TrainP(NamedTuple):
     rc_shared: jnp.ndarray | float = 0.0
     rc_norm: jnp.ndarray | float = 0.0
     rc_mla_up: jnp.ndarray | float = 0.0
+    rc_elementwise: jnp.ndarray | float = 0.0
+    rc_linear: jnp.ndarray | float = 0.0  # share of the linear-layer FLOPs recomputed (module linear)
     rc_layers: jnp.ndarray | float = 0.0  # recompute "full": layers of each chunk recomputed (0: all)
     bf16_start: jnp.ndarray | float = 0.0  # layers kept at 16-bit in a low-precision run (first / last)
     bf16_end: jnp.ndarray | float = 0.0
@@ -441,6 +443,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         gpu_fail_per_s=t.gpu_failures_per_gpu_hour / 3600.0, checkpoint_write_s=t.checkpoint_write_s,
         restart_s=t.restart_s, checkpoint_interval_s=t.checkpoint_interval_s,
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
+        rc_linear=t.recompute_linear_share if "linear" in t.recompute_modules else 0.0,
         rc_layers=t.recompute_layers, bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
         offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
         graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
@@ -459,7 +462,7 @@ def _token_table(points) -> dict:
 
 # TrainP flag -> Training.recompute_modules entry
 RC_FIELDS = {"core_attn": "core_attn", "mlp": "mlp", "moe": "moe", "moe_act": "moe_act", "shared": "shared_experts",
-             "norm": "layernorm", "mla_up": "mla_up_proj"}
+             "norm": "layernorm", "mla_up": "mla_up_proj", "elementwise": "elementwise"}
 
 
 def build_params(scenario, dtype=jnp.float32) -> Params:

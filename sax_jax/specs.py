@@ -210,6 +210,9 @@ ARCH_RANGES = {
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
                  "bf16_layers_end": Range(0, 10_000, True, why="last layers kept at 16-bit in FP8/FP4 training"),
                  "mtp_layers": Range(0, 100, True, why="multi-token-prediction layers trained"),
+                 "recompute_linear_share": Range(0, 1, lo_open=True,
+                                                 why="share of the layer's linear-layer FLOPs the 'linear' recompute "
+                                                     "module runs again (1: every linear layer)"),
                  "recompute_layers": Range(0, 100_000, True,
                                            why="layers of each pipeline chunk full recompute recomputes (0: all)"),
                  "packed_doc_tokens": Range(0, 100_000_000, True,
@@ -864,7 +867,8 @@ CUDA_GRAPHS = ("none", "partial", "full")
 # How a low-precision recipe scales its tensors (Training.fp8_scaling; the HBM passes each costs: cost/quantize.py)
 FP8_SCALINGS = ("delayed", "current", "block", "rowwise")
 PIPELINE_SPLITS = ("auto", "filled", "counted")
-RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj")
+RECOMPUTE_MODULES = ("core_attn", "mlp", "moe", "moe_act", "shared_experts", "layernorm", "mla_up_proj", "elementwise",
+                     "linear")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -914,8 +918,12 @@ class Training:
     packed_doc_tokens: int = 0
     # What recompute "selective" recomputes (Megatron-Core --recompute-modules; its default core_attn): core_attn
     # the attention core, mlp the dense MLP layers, moe the MoE layers' experts, moe_act the experts' activation
-    # function, shared_experts the shared experts, layernorm the norms, mla_up_proj MLA's up projections.
+    # function, shared_experts the shared experts, layernorm the norms, mla_up_proj MLA's up projections; and, for
+    # op-level policies (torchtitan's selective op SAC), elementwise every elementwise kernel of the layer (norms,
+    # RoPE, activation, residual adds, casts; it includes layernorm) and linear the linear layers' GEMMs, the share
+    # recompute_linear_share of their FLOPs.
     recompute_modules: tuple = ("core_attn",)
+    recompute_linear_share: float = 1.0
     # What recompute "full" recomputes: Megatron-Core --recompute-method block --recompute-num-layers N recomputes the
     # first N layers of each pipeline chunk from their input and keeps the others' activations; 0: every layer
     # (--recompute-method uniform, which recomputes all of them in groups of N)
@@ -1014,6 +1022,9 @@ class Training:
         bad = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
         _check(not bad, "training.recompute_modules", bad[0] if bad else None, "unknown module",
                f"use any of {', '.join(RECOMPUTE_MODULES)}", file=file)
+        _check(not {"elementwise", "layernorm"} <= set(self.recompute_modules), "training.recompute_modules",
+               list(self.recompute_modules), "elementwise already recomputes the norms",
+               "list elementwise or layernorm, not both", file=file)
         self.framework.validate(file)
         self._validate_diloco(file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",

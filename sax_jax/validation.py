@@ -103,17 +103,33 @@ FRAMEWORK_FEATURES = {"eager": "-eager"}
 UNSUPPORTED_PRECISIONS: dict = {}  # every precision label of the collection maps to a model precision now
 # `features` the model represents only approximately: the run is scored and the approximation is reported.
 APPROXIMATED_FEATURES = {
-    "sac-op": "torchtitan op-level selective activation checkpointing (every 2nd matmul and the elementwise ops "
-              "recomputed, attention saved) is modelled as recompute 'half' (every 2nd layer recomputed whole): "
-              "the same matmul FLOPs, plus the attention core of half the layers",
+    "sac-op": "torchtitan op-level selective activation checkpointing is modelled as recompute 'selective' with "
+              "modules elementwise and linear (sac_op_linear_share); its stored activations are approximated by "
+              "dropping the elementwise outputs and the recomputed GEMMs' outputs from those of no recompute",
     "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
                  "modelled as recompute 'half'; exact up to the stage's layer split",
 }
 # `features` that name the board a run used when its `gpu` column gives the stock part: the row is evaluated on the
 # named hardware file. torchtitan's Grand Teton H100s run at 500 W with HBM2e (configs/hardware/H100-GT-96GB.yaml).
 GPU_VARIANT_FEATURES = {"h100-96gb": "H100-GT-96GB"}
-# torchtitan's selective activation checkpointing (both policies): recompute "half" (space.Recompute)
-SAC_FEATURES = {"sac-op", "sac-layer"}
+# torchtitan's layer-level selective activation checkpointing (every 2nd block): recompute "half" (space.Recompute)
+SAC_FEATURES = {"sac-layer"}
+
+
+def sac_op_linear_share(v: dict, low_precision: bool) -> float:
+    """Share of a dense layer's linear-layer FLOPs torchtitan's op-level SAC recomputes (pytorch/torchtitan at
+    9dec370 and e7c0cae, _apply_ac_to_transformer_block: _save_list holds aten.mm, the SDPA flash/efficient
+    attention ops, reduce_scatter and max; every second aten.mm of a block's forward is recomputed anyway, and every
+    op outside the list is too: torch.compile's partitioner treats PREFER_RECOMPUTE as must-recompute). The block's
+    matmuls run wq, wk, wv, wo, w1, w3, w2 (gated; w1, w2 otherwise), so the 2nd, 4th and 6th are wk, wo and one
+    h x ffn matrix. A torchao Float8 linear runs aten._scaled_mm, which is not in the list: all of them."""
+    if low_precision:
+        return 1.0
+    h, a, g, ffn = v["hidden"], v["heads"], v["kv_heads"] or v["heads"], v["ffn"]
+    d = v.get("head_dim") or h // a
+    mats = 3 if v["gated_mlp"] else 2
+    even = g * d * h + a * d * h + h * ffn
+    return even / (h * (a * d + 2 * g * d) + a * d * h + mats * h * ffn)
 # The GPU's standard cluster: node and building latencies (and the fabric) of its reference system.
 STANDARD_CLUSTER = {"A100-SXM-80GB": "selene-a100.yaml", "H100-SXM-80GB": "h100-building.yaml",
                     "H100-GT-96GB": "h100-building.yaml"}
@@ -398,7 +414,12 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if v["recompute"] not in ("none", "selective", "full", "half"):
         raise CaseError(file, n, "recompute", v["recompute"], "must be none, selective, full or half")
     if SAC_FEATURES & set(feats):
-        v["recompute"] = "half"  # torchtitan's selective AC recomputes about half the forward (space.Recompute)
+        v["recompute"] = "half"  # every second block recomputed whole (space.Recompute)
+    if "sac-op" in feats:
+        v["recompute"] = "selective"
+        share = sac_op_linear_share({**v, "head_dim": x.get("head_dim")}, v["precision"] != "bf16")
+        recipe_training.update(recompute_modules=("elementwise", "linear"), recompute_linear_share=share)
+        filled.append(f"recompute_modules=elementwise,linear, recompute_linear_share={share:.3f} (row feature sac-op)")
     if v["precision"] not in S.PRECISIONS:
         raise CaseError(file, n, "precision", v["precision"], f"use one of {', '.join(S.PRECISIONS)}")
     variant = [GPU_VARIANT_FEATURES[f] for f in feats if f in GPU_VARIANT_FEATURES]
@@ -762,7 +783,11 @@ def hw_flops_per_sequence(case) -> float:
     seq = case.scenario.training.seq_len
     qkv, proj, mlp, attn = (float(x) for x in layer_flops(1.0, seq, m, m.moe_fraction))
     full = qkv + proj + mlp + attn
-    extra = {"full": full, "half": 0.5 * full, "selective": attn, "none": 0.0}[case.design["recompute"]]
+    t = case.scenario.training
+    mods = t.recompute_modules
+    # selective: Megatron's attention core, or an op-level policy's share of the linear layers
+    selective = (qkv + proj + mlp) * t.recompute_linear_share if "linear" in mods else attn
+    extra = {"full": full, "half": 0.5 * full, "selective": selective, "none": 0.0}[case.design["recompute"]]
     return float(model_flops_per_sequence(seq, m)) + case.scenario.model.layers * extra
 
 

@@ -335,9 +335,13 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     norm_f = (g.elementwise_factor * tokens * NORM_BYTES_PER_H * model.hidden * sublayers / sp_split
               + norm_eager) / mem_bw
     mla_up_f = gt(2.0 * mbs * seq * model.mla_up * model.attn_fraction)
+    # Op-level policies (torchtitan's selective op SAC: Training.recompute_modules elementwise and linear) rerun
+    # every elementwise kernel and a share of the linear layers' GEMMs with their input casts; what they save (the
+    # other GEMMs' outputs, the attention core's) is not run again.
     recompute_s = (train.rc_core_attn * attn_f + train.rc_mlp * dense_mlp_f + train.rc_moe * moe_f
                    + (1.0 - train.rc_moe) * (train.rc_moe_act * moe_act_f + train.rc_shared * shared_f)
-                   + train.rc_norm * norm_f + train.rc_mla_up * mla_up_f)
+                   + train.rc_norm * norm_f + train.rc_mla_up * mla_up_f
+                   + train.rc_elementwise * elem_f + train.rc_linear * (linear_f + quant_f))
     return LayerTimes(fwd_s=fwd, bwd_s=bwd, linear_fwd_s=linear_f + m_gemm_f, tp_gemms=tp_gemms(qkv, proj, mlp, m_gemm,
                                                            rep, model, gt), attn_fwd_s=attn_f,
                       weight_grad_s=(linear_f + m_gemm_f) * trained + adapter_f, recompute_selective_s=recompute_s)

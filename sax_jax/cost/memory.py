@@ -75,9 +75,15 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
                + (1.0 - train.rc_moe) * train.rc_shared * model.moe_fraction * model.shared_experts
                * model.shared_ffn * per_ffn
                + train.rc_norm * 2.0 * gin * sbh * sublayers / sp_div
-               + train.rc_mla_up * jnp.where(mla, af * qkv / tp, 0.0))
-    none_or_sel = none_or_sel - jnp.where(sel, dropped, 0.0)
+               + train.rc_mla_up * jnp.where(mla, af * qkv / tp, 0.0)
+               # op-level policies: the elementwise kernels' outputs (the norm outputs the QKV and fc1 GEMMs read,
+               # the activation's output fc2 reads) and the recomputed share of the GEMMs' outputs (Q, K, V; fc1)
+               + train.rc_elementwise * (2.0 * gin * sbh * sublayers / sp_div
+                                         + s * b * activated_ffn(model) * gin / tp)
+               + train.rc_linear * (af * qkv + s * b * activated_ffn(model) * 2.0 * (model.mlp_mats - 1.0)) / tp)
     full = 2.0 * sbh / sp_div
+    # a selective policy keeps at least what full recompute keeps (the layer's input), however its modules overlap
+    none_or_sel = jnp.where(sel, jnp.maximum(none_or_sel - dropped, full), none_or_sel)
     share = full_recompute_share(recompute) if full_share is None else full_share  # the mean over the stage's layers
     return share * full + (1.0 - share) * none_or_sel
 

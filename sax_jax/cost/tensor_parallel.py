@@ -15,7 +15,7 @@ parallelism the full input is already on every rank and the counts are unchanged
 """
 import jax.numpy as jnp
 
-from ..space import Overlap
+from ..space import Overlap, Recompute
 from . import collectives as coll
 from .overlap import exposed_s
 from .terms import Term
@@ -82,7 +82,9 @@ def tp_term(ctx, d, train, gpu, model):
                                (model.mamba_fraction, g.mamba_in, g.mamba_out)):
         f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share, gpu.overlap_contention)
         fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
-    full = ctx.recompute_share  # layers whose forward runs twice
+    # layers whose forward runs twice; an op-level selective policy (recompute module elementwise: torchtitan's op
+    # SAC) keeps the reduce-scatters' outputs but re-runs the sequence-parallel all-gathers, half the forward's
+    full = ctx.recompute_share + jnp.where((d.recompute == Recompute.SELECTIVE) & sp, 0.5 * train.rc_elementwise, 0.0)
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 
     sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
