@@ -3,6 +3,8 @@
     python benchmarks/calibrate.py            # fit, print fitted values and train / held-out errors
     python benchmarks/calibrate.py --write    # also write them into configs/hardware/<gpu>.yaml
     python benchmarks/calibrate.py --split all   # fit on fit_cases plus the public runs' calibration split
+    python benchmarks/calibrate.py --split reference --gpu H100-SXM-80GB --write
+                                              # fit_cases plus the split's runs on the reference framework, one GPU
 
 The subset is configs/validation/calibration.yaml (fixed before fitting). For each GPU type one vector of
 constants is fitted: GEMM efficiency curve (gemm_max, gemm_half_flops), fused-attention efficiency
@@ -27,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from sax_jax import specs as S  # noqa: E402
 from sax_jax import validation as V  # noqa: E402
 from sax_jax.config import load_gpu  # noqa: E402
 
@@ -571,10 +574,14 @@ def fit_moe_host(cases, write):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="write the fitted constants into the hardware YAMLs")
-    ap.add_argument("--split", choices=("fit_cases", "all"), default="fit_cases",
-                    help="fit_cases: the per-GPU fit_cases of calibration.yaml (what today's constants were fitted "
-                         "on); all: also every run of the named calibration split (calibration.yaml `split`) "
-                         "of the GPU, public-run datasets included")
+    ap.add_argument("--split", choices=("fit_cases", "all", "reference"), default="fit_cases",
+                    help="fit_cases: the per-GPU fit_cases of calibration.yaml; all: also every run of the named "
+                         "calibration split (calibration.yaml `split`) of the GPU, public-run datasets included; "
+                         "reference: also the split's runs on the reference framework (specs.Framework's default, "
+                         "Megatron-Core with Transformer Engine), whose kernels the GPU constants describe: the other "
+                         "frameworks' rows are --frameworks' to fit, on top of these constants")
+    ap.add_argument("--gpu", action="append", default=None, metavar="NAME",
+                    help="fit only this GPU type (repeatable; default: every GPU of the subset)")
     ap.add_argument("--frameworks", action="store_true",
                     help="fit the framework constants (configs/frameworks.yaml) and the attention-kernel ratios "
                          "no source gives (FIT_KERNELS) on the calibration split, GPU constants fixed")
@@ -606,11 +613,20 @@ def main(argv=None):
         print(json.dumps(out, indent=2))
         return
     subset = V.calibration_subset()
-    if args.split == "all":
+    if args.split in ("all", "reference"):
         split = V.calibration_split(cases)
+        reference = S.Framework().name
         for c in cases:
+            if args.split == "reference" and c.scenario.training.framework.name != reference:
+                continue
             if c.id in split and c.id not in subset.setdefault(c.scenario.system.gpu.name, []):
                 subset[c.scenario.system.gpu.name].append(c.id)
+    if args.gpu:
+        unknown = set(args.gpu) - set(subset)
+        if unknown:
+            raise SystemExit(f"--gpu {', '.join(sorted(unknown))}: no fitting runs (GPUs with runs: "
+                             f"{', '.join(sorted(subset))})")
+        subset = {g: ids for g, ids in subset.items() if g in args.gpu}
     out = {"fit": {}, "errors": {}}
     twins = {t for ts in SAME_SILICON.values() for t in ts}
     for gpu_name, fit_ids in subset.items():

@@ -320,7 +320,7 @@ class Interp:
             elif isinstance(st, ast.If):
                 try:
                     c = self.truth(self.ev(st.test, env, path))
-                except Unknown as e:
+                except Unknown:
                     self.notes.append(f'unresolved branch {path}:{st.lineno} ({ast.unparse(st.test)[:80]})')
                     return
                 self.block(st.body if c else st.orelse, env, path)
