@@ -346,7 +346,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     g, e, fw = system.gpu, system.gpu.efficiency, training.framework
     quant_bytes, quant_norm_bytes, quant_gathered_bytes = quantization_bytes(training, g.fp8_any_layout)
     return _arrays(
-        GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.hbm_bytes * g.usable_memory_fraction,
+        GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.usable_bytes,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
         attention_max=e.attention_max * e.attention_part_factor * g.attention_kernel_factor(fw.attention_kernel),
         attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,

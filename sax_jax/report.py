@@ -53,7 +53,7 @@ def crossings(scenario, group_levels) -> dict:
 
 
 def eval_record(scenario, design: dict, cost: dict) -> dict:
-    hbm = scenario.system.gpu.hbm_bytes * scenario.system.gpu.usable_memory_fraction
+    hbm = scenario.system.gpu.usable_bytes
     rec = {
         "scenario": scenario.name,
         "design": design,

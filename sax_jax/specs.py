@@ -98,7 +98,7 @@ RANGES = {
         "nvlink_GBps": Range(0.1, 100_000, why="scale-up bandwidth per GPU per direction"),
         "nic_GBps": Range(0.01, 100_000, why="scale-out NIC bandwidth per GPU"),
         "nvl_domain_gpus": Range(1, 100_000, True, why="GPUs per NVLink domain"),
-        "usable_memory_fraction": Range(0, 1, lo_open=True),
+        "memory_reserve_GiB": Range(0, 100_000, why="memory a process holds beside the modeled tensors"),
         "sm_count": Range(1, 100_000, True, why="streaming multiprocessors per GPU"),
         "comm_sms": Range(0, 100_000, True, why="SMs a collective occupies while it overlaps compute"),
         "host_GBps": Range(0, 100_000, why="GPU-host link bandwidth per GPU per direction (0: not given)"),
@@ -574,6 +574,9 @@ class Efficiency:
         _ranges(self, "efficiency", "efficiency.", file)
 
 
+DEFAULT_MEMORY_RESERVE_GiB = 2.5  # GpuSpec.memory_reserve_GiB
+
+
 @dataclasses.dataclass(frozen=True)
 class GpuSpec:
     name: str
@@ -583,7 +586,6 @@ class GpuSpec:
     nvlink_GBps: float
     nic_GBps: float
     nvl_domain_gpus: int
-    usable_memory_fraction: float
     efficiency: Efficiency
     sm_count: int  # streaming multiprocessors
     comm_sms: int  # SMs a collective's kernels take while they overlap compute (NCCL: one per channel)
@@ -598,9 +600,18 @@ class GpuSpec:
     # (quantizer.cpp: create_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()). Block-scaled
     # formats (MXFP8, NVFP4) still write two copies: their scales run along the reduction dimension.
     fp8_any_layout: bool = False
+    # HBM a training process holds beside the tensors the memory model counts: the CUDA context and library handles,
+    # NCCL's channel buffers, Transformer Engine's workspaces. A fixed amount, not a share of the card (it does not
+    # grow with HBM). Bounded above by published runs that ran: Nemotron-4 340B (NeMo 24.07, TP 8, PP 8, VP 12,
+    # FP8, 128 H100s) needs 76.7 GiB of modeled weights, optimizer state and activations of the 79.6 GiB the driver
+    # reports, Megatron-Bridge's Megatron-FSDP Llama 3 70B runs on 64 GB200s 172.5 GiB, so a reserve above 2.9 GiB
+    # refuses real runs (tests/test_validate.py).
+    memory_reserve_GiB: float = DEFAULT_MEMORY_RESERVE_GiB
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)
+        _check(self.memory_reserve_GiB < self.hbm_GiB, "memory_reserve_GiB", self.memory_reserve_GiB,
+               f"must be below hbm_GiB={self.hbm_GiB}", file=file)
         _check(self.comm_sms < self.sm_count, "comm_sms", self.comm_sms,
                f"must be below sm_count={self.sm_count}", file=file)
         for p in PRECISIONS:
@@ -639,6 +650,11 @@ class GpuSpec:
     @property
     def hbm_bytes(self) -> float:
         return self.hbm_GiB * 2**30
+
+    @property
+    def usable_bytes(self) -> float:
+        """HBM the modeled tensors may fill: the card less the process's fixed reserve."""
+        return (self.hbm_GiB - self.memory_reserve_GiB) * 2**30
 
 
 @dataclasses.dataclass(frozen=True)

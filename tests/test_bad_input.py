@@ -124,8 +124,7 @@ YAML_CASES = [
     ("system-unknown-key", "system", "name: h100-building", "name: h100-building\nfabric: ib", "'fabric'"),
     # hardware
     ("hbm-negative", "gpu", "hbm_GiB: 80", "hbm_GiB: -1", "hbm_GiB"),
-    ("usable-fraction", "gpu", "usable_memory_fraction: 0.9688", "usable_memory_fraction: 1.5",
-     "usable_memory_fraction"),
+    ("memory-reserve", "gpu", "hbm_GiB: 80", "hbm_GiB: 80\nmemory_reserve_GiB: -1", "memory_reserve_GiB"),
     ("gemm-max", "gpu", "gemm_max: 0.7", "gemm_max: 2.", "efficiency.gemm_max"),  # a fitted 0.7xx -> 2.xx
     ("efficiency-status", "gpu", "status: calibrated", "status: guessed", "efficiency.status"),
     ("peak-missing", "gpu", "  bf16: 989.4", "  bf17: 989.4", "peak_tflops"),

@@ -407,7 +407,7 @@ def test_the_memory_model_admits_the_published_runs(full):
 def test_usable_memory_is_hbm_less_a_fixed_reserve():
     for path in glob.glob(os.path.join(V.CONFIGS, "hardware", "*.yaml")):
         g = load_gpu(path)
-        reserve_GiB = g.hbm_bytes * (1.0 - g.usable_memory_fraction) / 2**30
+        reserve_GiB = (g.hbm_bytes - g.usable_bytes) / 2**30
         assert abs(reserve_GiB - 2.5) < 0.01, (path, reserve_GiB)
 
 
