@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU checks of the sweep and search engines as one short run (every step has a time limit; the limits sum
-# to 590 s, under 10 minutes; on an H200 on 2026-12-04 the search tests passed 4 in 90 s, compiles dominate): the sweep tests that compare against brute force (with float tolerances in ulps),
-# the sub-grid and Pareto search tests, then the benchmarks as JSON with the device name: throughput
+# to 590 s, under one 10-minute device call): the sweep tests that compare against brute force (with float
+# tolerances in ulps), the sub-grid and Pareto search tests (on an H200 on 2026-12-04 the first 4 passed in 90 s:
+# compiles dominate), then the benchmarks as JSON with the device name: throughput
 # (with the fused-FMA ceiling), search vs sweep designs/s, the 1e10 sweep, and three hard-suite scenarios.
 # Results go to $OUT (or ./device-results), one file per step plus summary.txt (each step's exit status).
 # Needs JAX with CUDA and sax_jax's dependencies importable (e.g. wheels installed to a --target folder on

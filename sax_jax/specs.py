@@ -574,9 +574,6 @@ class Efficiency:
         _ranges(self, "efficiency", "efficiency.", file)
 
 
-DEFAULT_MEMORY_RESERVE_GiB = 2.5  # GpuSpec.memory_reserve_GiB
-
-
 @dataclasses.dataclass(frozen=True)
 class GpuSpec:
     name: str
@@ -606,7 +603,7 @@ class GpuSpec:
     # FP8, 128 H100s) needs 76.7 GiB of modeled weights, optimizer state and activations of the 79.6 GiB the driver
     # reports, Megatron-Bridge's Megatron-FSDP Llama 3 70B runs on 64 GB200s 172.5 GiB, so a reserve above 2.9 GiB
     # refuses real runs (tests/test_validate.py).
-    memory_reserve_GiB: float = DEFAULT_MEMORY_RESERVE_GiB
+    memory_reserve_GiB: float = 2.5
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)
