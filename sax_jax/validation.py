@@ -945,6 +945,54 @@ def ranking(cases, results) -> dict:
                     "predictions (or measurements) are all equal has no Spearman (null), left out of the mean"}
 
 
+def _gpu_token(gpu_name: str) -> str:
+    """How a run id names its GPU type: the name's first segment, lower case (H100-SXM-80GB -> h100, GB200)."""
+    return gpu_name.split("-")[0].lower()
+
+
+def hardware_pairs(cases, results) -> dict:
+    """The same run on two GPU types: rows of one table whose ids differ only in the GPU (NVIDIA's tables name
+    every row release-gpu-model-...; the GPU token replaced, the rest equal) and that ran the same layout
+    (LAYOUT_KEYS), GPU count and batch. A planner choosing hardware acts on the speedup of one part over the
+    other; per ordered pair of GPU types (by name), the measured and predicted speedups of the second over the
+    first (model TFLOP/s per GPU, so a time and a throughput metric compare on one scale) and their medians."""
+    by_id = {c.id: c for c in cases}
+    groups = {}
+    for r in results:
+        if r["predicted"] is None or not math.isfinite(r["predicted"]) or r["predicted"] <= 0:
+            continue
+        c = by_id[r["id"]]
+        gpu = c.scenario.system.gpu.name
+        token = f"-{_gpu_token(gpu)}-"
+        if token not in c.id:
+            continue
+        layout = tuple(str(c.design.get(k, "")) for k in LAYOUT_KEYS)
+        key = (c.id.replace(token, "-*-", 1), layout, c.scenario.system.n_gpus,
+               c.scenario.training.global_batch_sequences)
+        groups.setdefault(key, {})[gpu] = r
+    pairs = {}
+    for runs in groups.values():
+        gpus = sorted(runs)
+        for i, a in enumerate(gpus):
+            for b in gpus[i + 1:]:
+                pa, ma = _per_gpu_tflops(runs[a])
+                pb, mb = _per_gpu_tflops(runs[b])
+                pairs.setdefault((a, b), []).append({"ids": [runs[a]["id"], runs[b]["id"]],
+                                                     "measured_speedup": mb / ma, "predicted_speedup": pb / pa})
+    out = []
+    for (a, b), runs in sorted(pairs.items()):
+        meas = [p["measured_speedup"] for p in runs]
+        pred = [p["predicted_speedup"] for p in runs]
+        out.append({"gpus": [a, b], "n": len(runs), "measured_speedup_median": float(np.median(meas)),
+                    "predicted_speedup_median": float(np.median(pred)),
+                    "ratio_error_median": float(np.median(np.array(pred) / np.array(meas)) - 1.0),
+                    "runs": sorted(runs, key=lambda p: p["ids"][0])})
+    return {"pairs": out, "n_pairs": len(out), "n_runs": sum(p["n"] for p in out),
+            "rule": "rows whose ids differ only in the GPU token, with the same layout, GPU count and batch; "
+                    "speedup of the second GPU type over the first: model TFLOP/s per GPU, measured and "
+                    "predicted; ratio_error = predicted speedup / measured speedup - 1 (median over the runs)"}
+
+
 def _family(source: str) -> str:
     """The publication a row comes from: the repository (before '@') or the paper (before the first ',')."""
     return re.split(r"@|,| \||:docs| Table", source)[0].strip()
@@ -965,6 +1013,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
     """Python API: the object `sax validate --json` prints. "datasets": per dataset n, MAPE and max |error| over
     all scored runs and over the held-out runs (not in the named calibration split), plus unsupported and
     excluded counts; "overall": the same over all datasets; "cases" (each with its GPU and GPU count); "ranking" (Spearman per layout group);
+    "hardware_pairs" (the same run on two GPU types: measured vs predicted speedup);
     "unsupported" and "excluded" runs with their reasons; "errors": bad input rows."""
     loaded = load_all(paths, dataset)
     cases = loaded.cases
@@ -1010,6 +1059,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                    "gpu": by_id[r["id"]].scenario.system.gpu.name,
                    "n_gpus": by_id[r["id"]].scenario.system.n_gpus} for r in results],
         "ranking": ranking(cases, results),
+        "hardware_pairs": hardware_pairs(cases, results),
         "unsupported": [u.as_dict() for u in loaded.unsupported],
         "excluded": [u.as_dict() for u in loaded.excluded],
         "errors": [str(e) for e in loaded.errors],

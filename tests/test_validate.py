@@ -5,9 +5,11 @@ import io
 import json
 import math
 import os
+import types
 from contextlib import redirect_stdout
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from sax_jax import cli
@@ -285,6 +287,55 @@ def test_ranking_key(full):
             assert -1.0 - 1e-12 <= g["spearman"] <= 1.0 + 1e-12
             rhos.append(g["spearman"])
     assert rk["mean_spearman"] == pytest.approx(sum(rhos) / len(rhos))
+
+
+def test_hardware_pairs_are_the_same_run_on_two_gpu_types(full):
+    """Each pair is one row of a table run on two GPU types (ids equal but for the GPU token; same layout, GPU count
+    and batch), and its speedups are the two rows' own numbers: same model and batch on the same GPU count, so the
+    measured speedup of the second part is t_first / t_second and the predicted one likewise."""
+    hp = full["hardware_pairs"]
+    cases = {c["id"]: c for c in full["cases"]}
+    assert hp["n_pairs"] >= 4 and hp["n_runs"] == sum(p["n"] for p in hp["pairs"])
+    for p in hp["pairs"]:
+        a, b = p["gpus"]
+        assert a < b and p["n"] == len(p["runs"])
+        for run in p["runs"]:
+            ca, cb = (cases[i] for i in run["ids"])
+            assert (ca["gpu"], cb["gpu"]) == (a, b) and ca["n_gpus"] == cb["n_gpus"] and ca["design"] == cb["design"]
+            ta, tb = (V._gpu_token(g) for g in (a, b))
+            assert ca["id"].replace(f"-{ta}-", "-*-", 1) == cb["id"].replace(f"-{tb}-", "-*-", 1)
+            if ca["metric"] == cb["metric"] == "iteration_s":
+                assert run["measured_speedup"] == pytest.approx(ca["measured"] / cb["measured"], rel=1e-9)
+                assert run["predicted_speedup"] == pytest.approx(ca["predicted"] / cb["predicted"], rel=1e-9)
+        speedups = sorted(r["predicted_speedup"] / r["measured_speedup"] for r in p["runs"])
+        assert p["ratio_error_median"] == pytest.approx(float(np.median(speedups)) - 1.0)
+    # Megatron-Bridge ran 12 recipes on both B200 and GB200 (same release, layout and batch)
+    pair = next(p for p in hp["pairs"] if p["gpus"] == ["B200", "GB200"])
+    assert pair["n"] >= 10
+
+
+def test_hardware_pairs_need_the_same_layout_count_and_batch():
+    def case(rid, gpu, tp=1, n=8, gbs=128):
+        system = types.SimpleNamespace(gpu=types.SimpleNamespace(name=gpu), n_gpus=n)
+        return types.SimpleNamespace(id=rid, design={"tp": tp}, scenario=types.SimpleNamespace(
+            system=system, training=types.SimpleNamespace(global_batch_sequences=gbs)))
+
+    def res(rid, pred, meas):
+        return {"id": rid, "predicted": pred, "measured": meas, "metric": "iteration_s",
+                "metrics": {"tflops_per_gpu": 100.0 / pred}}
+
+    cs = [case("mb-1-b200-m-8g", "B200"), case("mb-1-gb200-m-8g", "GB200"),
+          case("mb-2-b200-m-8g", "B200"), case("mb-2-gb200-m-8g", "GB200", tp=2),  # another layout
+          case("mb-3-b200-m-8g", "B200"), case("mb-3-gb200-m-8g", "GB200", gbs=256)]  # another batch
+    rs = [res(c.id, 2.0 if "-b200-" in c.id else 1.6, 2.0 if "-b200-" in c.id else 1.9) for c in cs]
+    hp = V.hardware_pairs(cs, rs)
+    assert hp["n_pairs"] == 1 and hp["n_runs"] == 1
+    p = hp["pairs"][0]
+    assert p["gpus"] == ["B200", "GB200"] and p["runs"][0]["ids"] == ["mb-1-b200-m-8g", "mb-1-gb200-m-8g"]
+    # measured 2.0 / 1.9 = 1.0526x, predicted 2.0 / 1.6 = 1.25x: the model overstates the speedup by 18.75%
+    assert p["measured_speedup_median"] == pytest.approx(2.0 / 1.9)
+    assert p["predicted_speedup_median"] == pytest.approx(1.25)
+    assert p["ratio_error_median"] == pytest.approx(1.25 * 1.9 / 2.0 - 1.0)
 
 
 def test_spearman_hand_computed():

@@ -96,6 +96,16 @@ def print_report(res, console=None):
         fmt = (lambda x: "-" if x is None else f"{x:+.2f}")
         con.print(f"ranking: {rk['n_groups']} groups ({rk['n_defined']} defined), mean Spearman "
                   f"{fmt(rk['mean_spearman'])}, median {fmt(rk['median_spearman'])}")
+    hp = res.get("hardware_pairs")
+    if hp and hp["pairs"]:
+        t = Table(title="hardware choice (the same run on two GPU types: speedup of the second over the first)",
+                  title_justify="left")
+        for col in ("GPU types", "runs", "measured", "predicted", "model error"):
+            t.add_column(col, justify="left" if col == "GPU types" else "right")
+        for p in hp["pairs"]:
+            t.add_row(f"{p['gpus'][0]} -> {p['gpus'][1]}", str(p["n"]), f"{p['measured_speedup_median']:.3f}x",
+                      f"{p['predicted_speedup_median']:.3f}x", f"{100 * p['ratio_error_median']:+.1f}%")
+        con.print(t)
     by_reason = {}
     for u in res.get("unsupported", []):
         by_reason.setdefault(u["reason"], []).append(u)
