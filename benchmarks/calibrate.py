@@ -342,31 +342,54 @@ def fit_frameworks(cases, write):
     return out
 
 
-# GPU families fitted as one vector of constants (benchmarks/calibrate.py --family NAME): parts with one die and
-# one software stack whose runs are too few to fit each part alone (B300 has 2 calibration-split runs). The
-# first member's YAML gives the prior. Blackwell (B200, GB200) and Blackwell Ultra (B300, GB300) share the
-# tensor-core generation and Megatron-Bridge's kernels; their peaks, HBM, NVLink and NICs stay per part.
+# GPU families fitted as one vector of constants (benchmarks/calibrate.py --family NAME): parts with one software
+# stack whose runs are too few to fit each part alone (B300 has 2 calibration-split runs). The first member's YAML
+# gives the prior. Blackwell (B200, GB200) and Blackwell Ultra (B300, GB300) share the tensor-core generation and
+# Megatron-Bridge's kernels; their peaks, HBM, NVLink and NICs stay per part.
 FAMILIES = {"blackwell": ("B200", "GB200", "B300", "GB300")}
-# Constants fitted once per part inside a family fit: the parts share kernels but not power limits (B200 1000 W,
-# B300 1100 W, GB200 1200 W, GB300 1400 W), and a dense GEMM runs at the clock its power limit sustains. On the
-# same design with the same datasheet peaks, Megatron-Bridge's GB300 rows run in 0.79-0.84x the time of its GB200
-# rows (Llama 3 8B / 70B FP8, Qwen3-30B) and its B300 rows in 0.90x of B200's (DeepSeek-V3): one shared
-# gemm_max cannot say that.
+# Constants fitted once per die inside a family fit, as an achieved rate: each part's value is its die's reference
+# part's times (reference peak / part peak), so both parts of a die reach the same TFLOP/s. The paired runs of
+# Megatron-Bridge's tables (`sax validate`, "hardware_pairs": one recipe, release, layout, GPU count and batch on
+# two GPU types) say so: GB200 runs them 1.01x as fast as B200 (median of 12 pairs), GB300 1.05x as fast as B300
+# (10), although the NVL72 parts' datasheet peaks are 11% higher (2.5 vs 2.25 PF BF16) and their power limits 200-
+# 300 W higher; the Ultra die is what is faster (B200 -> B300 1.11x, 3 pairs; GB200 -> GB300 1.21x, 9). Fitted per
+# part and ordered by power limit (before), the constants had said GB200 1.15x over B200 and GB300 1.11x over GB200.
 FAMILY_PER_PART = ("gemm_max",)
-# The family's parts by board power limit, lowest first. A part's per-part constants are never below those of a
-# part with a lower limit (same datasheet peaks, a clock at least as high): the fit projects them onto that order
-# (a running maximum), so a part with few runs (B300: 2) cannot come out slower than a lower-power sibling.
-FAMILY_POWER_ORDER = {"blackwell": ("B200", "B300", "GB200", "GB300")}
+FAMILY_DIES = {"blackwell": {"B200": "B200", "GB200": "B200", "B300": "B300", "GB300": "B300"}}
+# The dies by board power limit of their reference part, lowest first (B200 1000 W, B300 1100 W): a die's achieved
+# rate is never below that of a die with a lower limit (the fit projects onto that order, a running maximum).
+FAMILY_DIE_ORDER = {"blackwell": ("B200", "B300")}
+# The family's GPU constants describe kernels, so they are fitted on the runs whose every cost the model counts:
+# dense transformers (no MoE or hybrid layers). An MoE run adds host-side and dispatcher costs (the dispatcher's
+# device-to-host sync, per-expert GEMM launches, DeepEP/HybridEP, the EP overlap's schedule), which are Megatron-TE's
+# framework constants (--moe-host, fitted on top of these with the GPU constants fixed); fitted together, the GPU
+# constants absorbed them (GB200's gemm_max rose to 1.12x B200's). As Hopper's constants come from Megatron-Core's
+# dense reference runs.
+FAMILY_FIT_DENSE_ONLY = True
 
 
-def power_monotone(theta, layout, order):
-    """theta with every FAMILY_PER_PART constant replaced by its running maximum over the parts in power order."""
-    theta = np.array(theta, np.float64)
-    for n in FAMILY_PER_PART:
-        at = {g: i for i, (m, g) in enumerate(layout) if m == n}
-        idx = [at[g] for g in order]
-        theta[idx] = np.maximum.accumulate(theta[idx])
-    return theta
+def die_ratios(name) -> dict:
+    """part -> its die reference part's dense BF16 peak over its own (1 for a reference part)."""
+    peak = {g: load_gpu(os.path.join(V.CONFIGS, "hardware", f"{g}.yaml")).peak_tflops["bf16"]
+            for g in FAMILIES[name]}
+    return {g: peak[ref] / peak[g] for g, ref in FAMILY_DIES[name].items()}
+
+
+def die_tied(die_values, name, ratios=None) -> dict:
+    """Per-part values of a FAMILY_PER_PART constant from one value per die (dict die -> value): the dies' values
+    projected onto FAMILY_DIE_ORDER (running maximum), then each part's value = its die's x its peak ratio."""
+    ratios = die_ratios(name) if ratios is None else ratios
+    order = FAMILY_DIE_ORDER[name]
+    proj = dict(zip(order, np.maximum.accumulate([float(die_values[d]) for d in order])))
+    return {g: proj[ref] * ratios[g] for g, ref in FAMILY_DIES[name].items()}
+
+
+def family_fit_runs(name, cases) -> list:
+    """The calibration-split runs a family fit uses: the family's parts, dense models only (FAMILY_FIT_DENSE_ONLY)."""
+    split = V.calibration_split(cases)
+    members = FAMILIES[name]
+    return [c for c in cases if c.scenario.system.gpu.name in members and c.id in split
+            and (not FAMILY_FIT_DENSE_ONLY or (c.scenario.model.moe is None and c.scenario.model.hybrid is None))]
 
 
 def make_family_objective(cases, members):
@@ -397,20 +420,25 @@ def make_family_objective(cases, members):
 
 
 def fit_family(name, cases, write, seed=0, starts_n=3, iters=1500):
-    """The family's constants on its calibration-split runs: FAMILY_PER_PART per member, the rest shared; the
-    same loss, ridge and starts as fit_gpu (prior: the first member's PROVISIONAL values)."""
+    """The family's constants on its dense calibration-split runs (family_fit_runs): FAMILY_PER_PART once per die as
+    an achieved rate (die_tied), the rest shared; the same loss, ridge and starts as fit_gpu (prior: the first
+    member's PROVISIONAL values)."""
     members = FAMILIES[name]
-    split = V.calibration_split(cases)
-    fc = [c for c in cases if c.scenario.system.gpu.name in members and c.id in split]
+    dies = FAMILY_DIE_ORDER[name]
+    fc = family_fit_runs(name, cases)
     ids = {c.id for c in fc}
     layout = [(n, g) for n in NAMES for g in (members if n in FAMILY_PER_PART else (None,))]
+    free = [(n, d) for n in NAMES for d in (dies if n in FAMILY_PER_PART else (None,))]
     errors = make_family_objective(fc, members)
     prior = PROVISIONAL[members[0]]
-    z_prior = np.array([to_z(n, prior[n]) for n, _ in layout])
+    z_prior = np.array([to_z(n, prior[n]) for n, _ in free])
     target = np.array([TARGET_MAPE.get(c.dataset, DEFAULT_TARGET) for c in fc])
+    ratios = die_ratios(name)
 
     def theta_of(z):
-        return power_monotone([from_z(n, zi) for (n, _), zi in zip(layout, z)], layout, FAMILY_POWER_ORDER[name])
+        vals = {k: from_z(k[0], zi) for k, zi in zip(free, z)}
+        per_part = {n: die_tied({d: vals[(n, d)] for d in dies}, name, ratios) for n in FAMILY_PER_PART}
+        return np.array([per_part[n][g] if n in FAMILY_PER_PART else vals[(n, None)] for n, g in layout])
 
     def loss(z):
         e = np.asarray(errors(jnp.asarray(theta_of(z), jnp.float32)), np.float64) / target
@@ -429,12 +457,14 @@ def fit_family(name, cases, write, seed=0, starts_n=3, iters=1500):
     datasets = sorted({c.dataset for c in fc})
     per_member = {g: {n: float(x) for (n, mg), x in zip(layout, theta) if mg in (None, g)} for g in members}
     how = (f"benchmarks/calibrate.py --family {name}: one least-squares fit over {', '.join(members)} on the "
-           f"{len(ids)} calibration-split runs of {', '.join(datasets)} ({', '.join(FAMILY_PER_PART)} per part, "
-           f"never lower at a higher power limit; the rest shared), rms rel. error {100 * rms:.1f}%; held-out runs in `sax validate`")
+           f"{len(ids)} dense calibration-split runs of {', '.join(datasets)} ({', '.join(FAMILY_PER_PART)} per die "
+           f"as an achieved rate: the two parts of a die reach the same TFLOP/s; the rest shared), rms rel. error "
+           f"{100 * rms:.1f}%; held-out runs in `sax validate`")
     if write:
         for g in members:
             write_yaml(g, per_member[g], list(NAMES), sorted(ids), rms, how=how)
-    return {"values": per_member, "per_part": list(FAMILY_PER_PART), "runs": len(ids), "datasets": datasets,
+    return {"values": per_member, "per_part": list(FAMILY_PER_PART), "dies": FAMILY_DIES[name], "runs": len(ids),
+            "datasets": datasets,
             "rms_rel_error": rms}
 
 

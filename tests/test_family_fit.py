@@ -1,4 +1,4 @@
-"""The Blackwell family fit (benchmarks/calibrate.py --family blackwell): gemm_max per part, the rest shared. Its
+"""The Blackwell family fit (benchmarks/calibrate.py --family blackwell): gemm_max per die, the rest shared. Its
 objective reproduces the model at the YAMLs' constants and moves only the part whose constant changes."""
 import dataclasses
 import os
@@ -36,27 +36,41 @@ def setup():
 
 
 def test_the_yamls_share_every_constant_but_the_per_part_ones():
-    effs = [load_gpu(os.path.join(V.CONFIGS, "hardware", f"{g}.yaml")).efficiency for g in MEMBERS]
+    gpus = {g: load_gpu(os.path.join(V.CONFIGS, "hardware", f"{g}.yaml")) for g in MEMBERS}
     for n in C.NAMES:
-        vals = {getattr(e, n) for e in effs}
+        vals = {getattr(gpus[g].efficiency, n) for g in MEMBERS}
         assert (len(vals) == 1) != (n in C.FAMILY_PER_PART), n
-    # the fit keeps the parts in power-limit order, B200 (1000 W) <= B300 (1100 W) <= GB200 (1200 W) <= GB300
-    # (1400 W): never slower GEMMs at a higher limit; the NVL72 parts are strictly faster than the HGX boards
-    gm = {g: e.gemm_max for g, e in zip(MEMBERS, effs)}
-    assert gm["B200"] <= gm["B300"] < gm["GB200"] < gm["GB300"]
-    assert C.FAMILY_POWER_ORDER["blackwell"] == ("B200", "B300", "GB200", "GB300")
+    # gemm_max per die as an achieved rate: the two parts of a die reach the same dense BF16 TFLOP/s (the YAMLs keep
+    # 3 decimals of each fraction, +-0.0005 on ~0.6 each: equal to 2e-3 relative), and the Ultra die at least Blackwell's
+    rate = {g: gpus[g].efficiency.gemm_max * gpus[g].peak_tflops["bf16"] for g in MEMBERS}
+    assert rate["GB200"] == pytest.approx(rate["B200"], rel=2e-3)
+    assert rate["GB300"] == pytest.approx(rate["B300"], rel=2e-3)
+    assert rate["B300"] >= rate["B200"] * (1 - 2e-3)
+    assert C.FAMILY_DIES["blackwell"] == {"B200": "B200", "GB200": "B200", "B300": "B300", "GB300": "B300"}
 
 
-def test_power_monotone_projects_the_per_part_constants_onto_the_power_order():
-    # layout as fit_family builds it: the per-part name once per member (members order), the rest once
-    members, order = ("B200", "GB200", "B300", "GB300"), ("B200", "B300", "GB200", "GB300")
-    layout = [("gemm_max", g) for g in members] + [("memory_bound", None)]
-    # B300 (third in members, second in power) below B200: lifted to B200's value; the rest already in order
-    got = C.power_monotone([0.65, 0.69, 0.61, 0.72, 0.36], layout, order)
-    assert list(got) == [0.65, 0.69, 0.65, 0.72, 0.36]
-    # a part above a higher-power one lifts that one: GB200 0.75 > GB300 0.72 -> GB300 0.75
-    got = C.power_monotone([0.60, 0.75, 0.62, 0.72, 0.36], layout, order)
-    assert list(got) == [0.60, 0.75, 0.62, 0.75, 0.36]
+def test_die_tied_values_are_one_rate_per_die_in_power_order():
+    ratios = {"B200": 1.0, "GB200": 0.9, "B300": 1.0, "GB300": 0.9}  # the NVL72 parts' peaks are 2.5 / 2.25 PF
+    # B200 die 0.70, B300 die 0.80: each NVL72 part at 0.9 of its HGX twin's fraction (the same TFLOP/s)
+    got = C.die_tied({"B200": 0.70, "B300": 0.80}, "blackwell", ratios)
+    assert got == pytest.approx({"B200": 0.70, "GB200": 0.63, "B300": 0.80, "GB300": 0.72})
+    # an Ultra die below Blackwell's is lifted to it (B300's 1100 W limit is above B200's 1000 W)
+    got = C.die_tied({"B200": 0.70, "B300": 0.65}, "blackwell", ratios)
+    assert got == pytest.approx({"B200": 0.70, "GB200": 0.63, "B300": 0.70, "GB300": 0.63})
+    # the ratios come from the YAMLs' BF16 peaks: 2,250 / 2,500 TFLOP/s for both NVL72 parts
+    assert C.die_ratios("blackwell") == pytest.approx({"B200": 1.0, "GB200": 0.9, "B300": 1.0, "GB300": 0.9})
+
+
+def test_family_fit_runs_are_the_dense_calibration_split_runs():
+    cases, _ = V.load_cases([V.VALIDATION_DIR])
+    split = V.calibration_split(cases)
+    runs = C.family_fit_runs("blackwell", cases)
+    assert runs and all(c.id in split and c.scenario.system.gpu.name in MEMBERS for c in runs)
+    assert all(c.scenario.model.moe is None and c.scenario.model.hybrid is None for c in runs)
+    # every die has runs (B300 through its GB300 twin), and the MoE runs of the split are left to --moe-host
+    assert {C.FAMILY_DIES["blackwell"][c.scenario.system.gpu.name] for c in runs} == {"B200", "B300"}
+    moe = [c for c in cases if c.id in split and c.scenario.system.gpu.name in MEMBERS and c.scenario.model.moe]
+    assert moe and not {c.id for c in moe} & {c.id for c in runs}
 
 
 def test_objective_is_zero_at_the_yaml_constants_and_moves_only_the_changed_part(setup):
