@@ -59,6 +59,12 @@ def test_die_tied_values_are_one_rate_per_die_in_power_order():
     assert got == pytest.approx({"B200": 0.70, "GB200": 0.63, "B300": 0.70, "GB300": 0.63})
     # the ratios come from the YAMLs' BF16 peaks: 2,250 / 2,500 TFLOP/s for both NVL72 parts
     assert C.die_ratios("blackwell") == pytest.approx({"B200": 1.0, "GB200": 0.9, "B300": 1.0, "GB300": 0.9})
+    # gemm_max scales every precision's peak, so one ratio must hold for all of them (FP8 4.5 / 5, FP4 9 / 10 and
+    # 13.5 / 15 PF): the two parts of a die reach the same rate in each precision
+    peaks = {g: load_gpu(os.path.join(V.CONFIGS, "hardware", f"{g}.yaml")).peak_tflops for g in MEMBERS}
+    for part, ref in C.FAMILY_DIES["blackwell"].items():
+        for prec in ("bf16", "fp8", "fp4"):
+            assert peaks[ref][prec] / peaks[part][prec] == pytest.approx(C.die_ratios("blackwell")[part]), (part, prec)
 
 
 def test_family_fit_runs_are_the_dense_calibration_split_runs():
