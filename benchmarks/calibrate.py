@@ -359,13 +359,6 @@ FAMILY_DIES = {"blackwell": {"B200": "B200", "GB200": "B200", "B300": "B300", "G
 # The dies by board power limit of their reference part, lowest first (B200 1000 W, B300 1100 W): a die's achieved
 # rate is never below that of a die with a lower limit (the fit projects onto that order, a running maximum).
 FAMILY_DIE_ORDER = {"blackwell": ("B200", "B300")}
-# The family's GPU constants describe kernels, so they are fitted on the runs whose every cost the model counts:
-# dense transformers (no MoE or hybrid layers). An MoE run adds host-side and dispatcher costs (the dispatcher's
-# device-to-host sync, per-expert GEMM launches, DeepEP/HybridEP, the EP overlap's schedule), which are Megatron-TE's
-# framework constants (--moe-host, fitted on top of these with the GPU constants fixed); fitted together, the GPU
-# constants absorbed them (GB200's gemm_max rose to 1.12x B200's). As Hopper's constants come from Megatron-Core's
-# dense reference runs.
-FAMILY_FIT_DENSE_ONLY = True
 
 
 def die_ratios(name) -> dict:
@@ -385,11 +378,16 @@ def die_tied(die_values, name, ratios=None) -> dict:
 
 
 def family_fit_runs(name, cases) -> list:
-    """The calibration-split runs a family fit uses: the family's parts, dense models only (FAMILY_FIT_DENSE_ONLY)."""
+    """The calibration-split runs a family fit uses: the family's parts, dense transformers only. The GPU constants
+    describe kernels, so they are fitted where the model counts every cost. An MoE run adds host-side and dispatcher
+    costs (the dispatcher's device-to-host sync, per-expert GEMM launches, DeepEP/HybridEP, the EP overlap's
+    schedule) that are Megatron-TE's framework constants (--moe-host, fitted on top with the GPU constants fixed);
+    fitted together, the GPU constants absorbed them (GB200's gemm_max rose to 1.12x B200's). Hopper's constants
+    likewise come from Megatron-Core's dense reference runs."""
     split = V.calibration_split(cases)
     members = FAMILIES[name]
     return [c for c in cases if c.scenario.system.gpu.name in members and c.id in split
-            and (not FAMILY_FIT_DENSE_ONLY or (c.scenario.model.moe is None and c.scenario.model.hybrid is None))]
+            and c.scenario.model.moe is None and c.scenario.model.hybrid is None]
 
 
 def make_family_objective(cases, members):
@@ -464,8 +462,7 @@ def fit_family(name, cases, write, seed=0, starts_n=3, iters=1500):
         for g in members:
             write_yaml(g, per_member[g], list(NAMES), sorted(ids), rms, how=how)
     return {"values": per_member, "per_part": list(FAMILY_PER_PART), "dies": FAMILY_DIES[name], "runs": len(ids),
-            "datasets": datasets,
-            "rms_rel_error": rms}
+            "datasets": datasets, "rms_rel_error": rms}
 
 
 STRAGGLER_BOUNDS = (0.0, 0.2)

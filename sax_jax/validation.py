@@ -897,6 +897,11 @@ LAYOUT_KEYS = ("tp", "pp", "dp", "cp", "ep", "vpp", "mbs", "recompute", "shardin
 MIN_GROUP = 3
 
 
+def _usable(r) -> bool:
+    """A prediction that a rank or a ratio can use: finite and positive."""
+    return r["predicted"] is not None and math.isfinite(r["predicted"]) and r["predicted"] > 0
+
+
 def _per_gpu_tflops(r) -> tuple:
     """(predicted, measured) model TFLOP/s per GPU of a result: the ranked quantity. For a time metric the
     measured value is the predicted TFLOP/s scaled by predicted/measured time, for a throughput metric by
@@ -915,7 +920,7 @@ def ranking(cases, results) -> dict:
     by_id = {c.id: c for c in cases}
     groups = {}
     for r in results:
-        if r["predicted"] is None or not math.isfinite(r["predicted"]) or r["predicted"] <= 0:
+        if not _usable(r):
             continue
         ds, model, shape, gpu, _, seq, _, prec = by_id[r["id"]].group
         groups.setdefault((ds, by_id[r["id"]].source, model, shape, gpu, seq, prec), []).append(r)
@@ -959,7 +964,7 @@ def hardware_pairs(cases, results) -> dict:
     by_id = {c.id: c for c in cases}
     groups = {}
     for r in results:
-        if r["predicted"] is None or not math.isfinite(r["predicted"]) or r["predicted"] <= 0:
+        if not _usable(r):
             continue
         c = by_id[r["id"]]
         gpu = c.scenario.system.gpu.name
