@@ -9,12 +9,17 @@ run validation themselves.
   predicted - 1.
 * **Absolute band** of one predicted step time t: the 10th-90th percentile (q10, q90) of r over comparable runs,
   an 80% interval: the measured time lies in [t / (1 + q90), t / (1 + q10)]. Comparable = the same GPU
-  generation (A100; Hopper: H100, H200; Blackwell: B200, GB200, B300, GB300) and scale bucket (<= 64,
-  65-1024, > 1024 GPUs); a group of fewer than MIN_RUNS runs falls back to all runs of the generation, then to
-  all runs (also for a GPU of no listed generation).
+  generation (A100; Hopper: H100, H200; Blackwell: B200, GB200, B300, GB300), model class (dense, or MoE: a
+  model with routed experts) and scale bucket (<= 64, 65-1024, > 1024 GPUs); a group of fewer than MIN_RUNS
+  runs falls back to all runs of the generation and class, then to the class on every generation, then to all
+  runs (a GPU of no listed generation starts at its class). The class comes before the generation because the
+  residuals split by it: MoE runs add expert dispatch, grouped GEMMs and host waits the dense runs do not have,
+  and their 80% band is about twice as wide (Blackwell dense -7% / +8%, MoE -21% / +13% at the time of
+  writing); a band pooled over both would be too wide for a dense design and too narrow for an MoE one.
 * **Relative band** of a speedup S between two designs on one cluster: the model's biases shared by both designs
   (GPU efficiency, software release) cancel in a ratio, so the band comes from pairs of runs of one ranking group
-  (``validation.ranking``: one table, model, GPU, sequence length and precision). Per ordered pair (i, j):
+  (``validation.ranking``: one table, model, GPU, sequence length and precision; today every such group is of a
+  dense model, so for an MoE design this band is the dense runs'). Per ordered pair (i, j):
   e_ij = log((pred_i / pred_j) / (meas_i / meas_j)) of step times; both (i, j) and (j, i) count, so the set is
   symmetric and the direction of the ratio does not matter. Band: [S exp(q10), S exp(q90)] of e.
 * **Ties**: two designs tie when the band of their predicted speedup contains 1, i.e. their step-time ratio is
@@ -43,6 +48,7 @@ QUANTILES = (10.0, 90.0)  # percent: an 80% interval
 MIN_RUNS = 10  # fewer runs than this in a group: fall back to the wider group
 GENERATIONS = {"A100": ("A100",), "Hopper": ("H100", "H200"), "Blackwell": ("B200", "GB200", "B300", "GB300")}
 SCALE_BUCKETS = ((64, "<= 64 GPUs"), (1024, "65-1024 GPUs"), (math.inf, "> 1024 GPUs"))
+DENSE, MOE = "dense", "MoE"  # model classes: a model with routed experts is MoE
 ALL = "all"
 BANDS_FILE = ("validation", "uncertainty.json")
 THROUGHPUT_METRICS = ("tflops_per_gpu", "tflops_per_gpu_hw", "mfu", "tokens_per_s")
@@ -73,20 +79,25 @@ def scale_bucket(n_gpus: int) -> str:
     return next(name for limit, name in SCALE_BUCKETS if n_gpus <= limit)
 
 
-def group_keys(gpu_name: str, n_gpus: int) -> list:
-    """Keys of the absolute-band groups of a run or scenario, narrowest first: generation and scale, generation,
-    all runs."""
-    gen = generation(gpu_name)
-    return ([f"{gen}, {scale_bucket(n_gpus)}", gen] if gen else []) + [ALL]
+def model_class(moe: bool) -> str:
+    return MOE if moe else DENSE
+
+
+def group_keys(gpu_name: str, n_gpus: int, moe: bool = False) -> list:
+    """Keys of the absolute-band groups of a run or scenario, narrowest first: generation, class and scale;
+    generation and class; the class on every generation; all runs."""
+    gen, cls = generation(gpu_name), model_class(moe)
+    return ([f"{gen}, {cls}, {scale_bucket(n_gpus)}", f"{gen}, {cls}"] if gen else []) + [cls, ALL]
 
 
 def absolute_groups(cases) -> dict:
-    """{group key: {"n", "q10", "q90"}} of the step-time residuals, for every group that holds a run."""
+    """{group key: {"n", "q10", "q90"}} of the step-time residuals, for every group that holds a run (a case
+    without a "moe" entry is a dense model's)."""
     residuals: dict = {}
     for c in cases:
         ratio = time_ratio(c)
         if ratio is not None:
-            for key in group_keys(c["gpu"], c["n_gpus"]):
+            for key in group_keys(c["gpu"], c["n_gpus"], c.get("moe", False)):
                 residuals.setdefault(key, []).append(ratio - 1.0)
     return {key: {"n": len(r), **dict(zip(("q10", "q90"), percentiles(r)))}
             for key, r in sorted(residuals.items())}
@@ -136,9 +147,11 @@ def bands() -> dict | None:
         return json.load(fh)
 
 
-def absolute_band(b: dict, gpu_name: str, n_gpus: int, step_time_s: float) -> dict:
-    """80% band of the measured step time behind a predicted one, from the narrowest group with MIN_RUNS runs."""
-    key = next(k for k in group_keys(gpu_name, n_gpus) if b["absolute"].get(k, {"n": 0})["n"] >= b["min_runs"])
+def absolute_band(b: dict, gpu_name: str, n_gpus: int, step_time_s: float, moe: bool = False) -> dict:
+    """80% band of the measured step time behind a predicted one, from the narrowest group with MIN_RUNS runs
+    (the last key, all runs, is taken whatever its size)."""
+    keys = group_keys(gpu_name, n_gpus, moe)
+    key = next((k for k in keys if b["absolute"].get(k, {"n": 0})["n"] >= b["min_runs"]), keys[-1])
     g = b["absolute"][key]
     return {"step_time_s": step_time_s, "measured_s": [step_time_s / (1.0 + g["q90"]),
                                                        step_time_s / (1.0 + g["q10"])],
@@ -174,7 +187,8 @@ def near_optimal(b: dict, records, axes) -> dict:
 
 
 def for_sweep(b: dict, scenario, top, speedup_vs: dict, axes) -> dict:
-    """What a sweep reports: the band of the best step time (the scenario's GPU and GPU count pick the group),
+    """What a sweep reports: the band of the best step time (the scenario's GPU, GPU count and model class pick
+    the group),
     each speedup over a baseline with its band (tie: the band contains 1) and the near-optimal set of the top-k
     over the axes the space varies. Uses only the step times the sweep already has."""
     sys_ = scenario.system
@@ -184,7 +198,8 @@ def for_sweep(b: dict, scenario, top, speedup_vs: dict, axes) -> dict:
         band = None if s is None else speedup_band(b, s)  # an infeasible baseline has no speedup
         speedups[name] = band and {"speedup": s, "band": band, "level": b["level"], "n_pairs": rel["n_pairs"],
                                    "tie": band[0] <= 1.0 <= band[1]}
-    return {"band": absolute_band(b, sys_.gpu.name, sys_.n_gpus, top[0]["step_time_s"]), "speedups": speedups,
+    moe = getattr(scenario.model, "moe", None) is not None  # a model with routed experts (specs.MoESpec)
+    return {"band": absolute_band(b, sys_.gpu.name, sys_.n_gpus, top[0]["step_time_s"], moe), "speedups": speedups,
             "near_optimal": near_optimal(b, top, axes)}
 
 

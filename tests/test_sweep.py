@@ -170,7 +170,7 @@ def test_bands_in_json_and_result_json(small_scenario, small_result):
     assert set(r["band"]) == set(expected)  # compared key by key: pytest >= 9.2 refuses nested approx
     for key, value in expected.items():
         assert r["band"][key] == (pytest.approx(value) if isinstance(value, (int, float, list)) else value), key
-    assert r["band"]["group"] == "A100, 65-1024 GPUs"  # the Selene slice: 1024 A100s
+    assert r["band"]["group"] == "A100, dense, 65-1024 GPUs"  # the Selene slice: 1024 A100s, a dense GPT
     lo, hi = r["band"]["measured_s"]
     assert lo < best < hi
     expect = uncertainty.near_optimal(b, r["top"], varied_axes(small_scenario.space))

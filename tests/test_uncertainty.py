@@ -7,9 +7,9 @@ import pytest
 from sax_jax import uncertainty as U
 
 
-def _run(id_, gpu, n_gpus, predicted, measured, metric="iteration_s"):
+def _run(id_, gpu, n_gpus, predicted, measured, metric="iteration_s", moe=False):
     return {"id": id_, "gpu": gpu, "n_gpus": n_gpus, "metric": metric, "predicted": predicted,
-            "measured": measured}
+            "measured": measured, "moe": moe}
 
 
 def _close(a, b, path="") -> None:
@@ -38,7 +38,11 @@ def test_committed_bands_match_validation():
     assert fresh["model_fingerprint"] == committed["model_fingerprint"], "stale bands: rerun --write"
     _close(fresh, committed)
     assert committed["relative"]["n_pairs"] >= 100
-    assert committed["absolute"]["all"]["n"] == committed["n_cases"]
+    absolute = committed["absolute"]
+    assert absolute["all"]["n"] == committed["n_cases"]
+    # every run is in exactly one class, and the validation set holds enough of each for a band of its own
+    assert absolute[U.DENSE]["n"] + absolute[U.MOE]["n"] == committed["n_cases"]
+    assert min(absolute[U.DENSE]["n"], absolute[U.MOE]["n"]) >= committed["min_runs"]
 
 
 # 11 Hopper runs at 8 GPUs with residuals 0.00, 0.01, ..., 0.10 and three A100 runs at 2048 GPUs scored on
@@ -49,38 +53,66 @@ A100 = [_run(f"a{k}", "A100-SXM-80GB", 2048, 100.0, m, "tflops_per_gpu") for k, 
 
 def test_absolute_groups_golden():
     groups = U.absolute_groups(HOPPER + A100)
-    assert set(groups) == {"Hopper, <= 64 GPUs", "Hopper", "A100, > 1024 GPUs", "A100", "all"}
+    assert set(groups) == {"Hopper, dense, <= 64 GPUs", "Hopper, dense", "A100, dense, > 1024 GPUs", "A100, dense",
+                           "dense", "all"}
     # 11 values, linear interpolation: the 10th percentile sits at position 1.0, the 90th at 9.0
-    assert groups["Hopper"] == {"n": 11, "q10": pytest.approx(0.01), "q90": pytest.approx(0.09)}
-    assert groups["A100"] == {"n": 3, "q10": pytest.approx(-0.4), "q90": pytest.approx(0.4)}
+    assert groups["Hopper, dense"] == {"n": 11, "q10": pytest.approx(0.01), "q90": pytest.approx(0.09)}
+    assert groups["A100, dense"] == {"n": 3, "q10": pytest.approx(-0.4), "q90": pytest.approx(0.4)}
     # all 14 sorted: -0.5, 0, 0, 0.01 .. 0.10, 0.5; q10 at position 1.3 (between the zeros), q90 at 11.7
     # (0.09 + 0.7 x 0.01)
     assert groups["all"] == {"n": 14, "q10": pytest.approx(0.0), "q90": pytest.approx(0.097)}
+    assert groups["dense"] == groups["all"]  # no MoE run among them
+
+
+# 10 MoE runs on 16 Blackwell GPUs with residuals -0.20, -0.15, ..., +0.25 (step 0.05)
+MOE = [_run(f"m{k}", "GB200", 16, 0.8 + k / 20, 1.0, moe=True) for k in range(10)]
+
+
+def test_moe_runs_have_groups_of_their_own():
+    groups = U.absolute_groups(HOPPER + A100 + MOE)
+    assert {"Blackwell, MoE, <= 64 GPUs", "Blackwell, MoE", "MoE"} <= set(groups)
+    # 10 values -0.20 .. +0.25: the 10th percentile at position 0.9 (-0.155), the 90th at 8.1 (+0.205)
+    assert groups["MoE"] == {"n": 10, "q10": pytest.approx(-0.155), "q90": pytest.approx(0.205)}
+    assert groups["dense"]["n"] == 14 and groups["all"]["n"] == 24
+    b = {"min_runs": 10, "level": 0.8, "absolute": groups}
+    # an MoE design on Blackwell takes the MoE runs' band, a dense design there never does (no dense Blackwell
+    # run: the dense runs of every generation)
+    assert U.absolute_band(b, "B200", 8, 1.0, moe=True)["group"] == "Blackwell, MoE, <= 64 GPUs"
+    assert U.absolute_band(b, "B200", 8, 1.0)["group"] == "dense"
+    # an MoE design on Hopper, which has no MoE run: the MoE runs of every generation, not Hopper's dense ones
+    hopper_moe = U.absolute_band(b, "H100-SXM-80GB", 8, 1.0, moe=True)
+    assert (hopper_moe["group"], hopper_moe["n_runs"]) == ("MoE", 10)
+    assert hopper_moe["measured_s"] == pytest.approx([1.0 / 1.205, 1.0 / 0.845])
 
 
 def test_absolute_band_falls_back_to_wider_groups():
     b = {"min_runs": 10, "level": 0.8, "absolute": U.absolute_groups(HOPPER + A100)}
     h200 = U.absolute_band(b, "H200", 64, 2.0)  # the Hopper <= 64 group itself (11 runs)
-    assert (h200["group"], h200["n_runs"]) == ("Hopper, <= 64 GPUs", 11)
+    assert (h200["group"], h200["n_runs"]) == ("Hopper, dense, <= 64 GPUs", 11)
     assert h200["measured_s"] == pytest.approx([2.0 / 1.09, 2.0 / 1.01])
     # no Hopper run at 65-1024 GPUs: all Hopper runs
-    assert U.absolute_band(b, "H100-SXM-80GB", 128, 1.0)["group"] == "Hopper"
-    # 3 A100 runs are too few at any level: all runs
+    assert U.absolute_band(b, "H100-SXM-80GB", 128, 1.0)["group"] == "Hopper, dense"
+    # 3 A100 runs are too few at any level: the dense runs of every generation (here all 14)
     a100 = U.absolute_band(b, "A100-SXM-40GB", 4096, 1.0)
-    assert (a100["group"], a100["n_runs"]) == ("all", 14)
+    assert (a100["group"], a100["n_runs"]) == ("dense", 14)
     assert a100["measured_s"] == pytest.approx([1.0 / 1.097, 1.0])
-    assert U.absolute_band(b, "V100-SXM-16GB", 8, 1.0)["group"] == "all"  # no listed generation
+    assert U.absolute_band(b, "V100-SXM-16GB", 8, 1.0)["group"] == "dense"  # no listed generation
+    # no MoE run at all, and the last key is taken whatever its size
+    assert U.absolute_band(b, "V100-SXM-16GB", 8, 1.0, moe=True)["group"] == "all"
+    few = {"min_runs": 10, "level": 0.8, "absolute": U.absolute_groups(A100)}  # 3 runs: no group is big enough
+    band = U.absolute_band(few, "A100-SXM-80GB", 8, 1.0)
+    assert (band["group"], band["n_runs"]) == ("all", 3)
 
 
-@pytest.mark.parametrize("gpu, n, keys", [
-    ("GB300", 64, ["Blackwell, <= 64 GPUs", "Blackwell", "all"]),
-    ("B200", 65, ["Blackwell, 65-1024 GPUs", "Blackwell", "all"]),
-    ("H200", 1025, ["Hopper, > 1024 GPUs", "Hopper", "all"]),
-    ("A100-SXM-40GB", 1024, ["A100, 65-1024 GPUs", "A100", "all"]),
-    ("V100-SXM-16GB", 8, ["all"]),
+@pytest.mark.parametrize("gpu, n, moe, keys", [
+    ("GB300", 64, False, ["Blackwell, dense, <= 64 GPUs", "Blackwell, dense", "dense", "all"]),
+    ("B200", 65, True, ["Blackwell, MoE, 65-1024 GPUs", "Blackwell, MoE", "MoE", "all"]),
+    ("H200", 1025, False, ["Hopper, dense, > 1024 GPUs", "Hopper, dense", "dense", "all"]),
+    ("A100-SXM-40GB", 1024, True, ["A100, MoE, 65-1024 GPUs", "A100, MoE", "MoE", "all"]),
+    ("V100-SXM-16GB", 8, False, ["dense", "all"]),
 ])
-def test_group_keys(gpu, n, keys):
-    assert U.group_keys(gpu, n) == keys
+def test_group_keys(gpu, n, moe, keys):
+    assert U.group_keys(gpu, n, moe) == keys
 
 
 def test_pair_errors_golden():
@@ -140,10 +172,29 @@ def test_near_optimal_shared_and_free_decisions():
 
 def test_for_sweep():
     b = {**BANDS, "min_runs": 10, "absolute": U.absolute_groups(HOPPER + A100)}
-    scen = SimpleNamespace(system=SimpleNamespace(gpu=SimpleNamespace(name="H100-SXM-80GB"), n_gpus=16))
+    scen = SimpleNamespace(system=SimpleNamespace(gpu=SimpleNamespace(name="H100-SXM-80GB"), n_gpus=16),
+                           model=SimpleNamespace(moe=None))
     out = U.for_sweep(b, scen, TOP, {"near": 1.04, "far": 1.5, "infeasible": None}, ["pp", "transport"])
-    assert out["band"]["group"] == "Hopper, <= 64 GPUs" and out["band"]["step_time_s"] == 1.0
+    assert out["band"]["group"] == "Hopper, dense, <= 64 GPUs" and out["band"]["step_time_s"] == 1.0
     assert out["speedups"]["near"]["tie"] and not out["speedups"]["far"]["tie"]
     assert out["speedups"]["far"]["band"] == pytest.approx([1.5 * math.exp(-0.1), 1.5 * math.exp(0.05)])
     assert out["speedups"]["far"]["n_pairs"] == 6 and out["speedups"]["infeasible"] is None
     assert out["near_optimal"]["n"] == 3
+
+
+def test_for_sweep_takes_the_scenarios_model_class():
+    """A scenario whose model has routed experts reads the MoE runs' band; the bundled MoE scenarios and the
+    default one (dense) pick their classes from the committed bands (no compile: the band needs a step time only)."""
+    b = {**BANDS, "min_runs": 10, "absolute": U.absolute_groups(HOPPER + A100 + MOE)}
+    gpu = SimpleNamespace(name="H100-SXM-80GB")
+    moe = SimpleNamespace(system=SimpleNamespace(gpu=gpu, n_gpus=16), model=SimpleNamespace(moe=object()))
+    assert U.for_sweep(b, moe, TOP, {}, ["pp"])["band"]["group"] == "MoE"
+    import sax_jax as sx
+    from conftest import CONFIGS
+
+    for name, cls in (("mixtral-moe", U.MOE), ("deepseek-v3-two-buildings", U.MOE), ("default", U.DENSE)):
+        sc = sx.load_scenario(f"{CONFIGS}/scenarios/{name}.yaml")
+        band = U.for_sweep(U.bands(), sc, TOP, {}, ["pp"])["band"]
+        assert band["group"] == f"Hopper, {cls}", name
+        g = U.bands()["absolute"][band["group"]]
+        assert band["measured_s"] == pytest.approx([1.0 / (1.0 + g["q90"]), 1.0 / (1.0 + g["q10"])])

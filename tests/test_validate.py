@@ -289,6 +289,20 @@ def test_ranking_key(full):
     assert rk["mean_spearman"] == pytest.approx(sum(rhos) / len(rhos))
 
 
+def test_cases_carry_the_model_class(full):
+    """Each scored run says whether its model has routed experts (the uncertainty bands split on it): the MoE
+    models of the set are MoE, the Llama, GPT, MPT and OPT runs dense."""
+    by_id = {c["id"]: c["moe"] for c in full["cases"]}
+    moe_models = ("qwen3-30b", "qwen3-235b", "deepseek-v3", "gpt-oss", "nemotron3-nano", "nemotron3-super")
+    dense_models = ("llama", "mpt", "opt-175b", "nemotron4-340b")
+    assert any(by_id.values()) and not all(by_id.values())
+    for id_, moe in by_id.items():
+        if any(m in id_.lower() for m in moe_models):
+            assert moe, id_
+        elif any(m in id_.lower() for m in dense_models):
+            assert not moe, id_
+
+
 def test_hardware_pairs_are_the_same_run_on_two_gpu_types(full):
     """Each pair is one row of a table run on two GPU types (ids equal but for the GPU token; same layout, GPU count
     and batch), and its speedups are the two rows' own numbers: same model and batch on the same GPU count, so the
