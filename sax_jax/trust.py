@@ -8,6 +8,9 @@
   validation set (``sax validate``).
 * ``beyond_validated_levels``: the system has levels above the building (campus, region); no validated run
   crosses a building, so cross-building numbers are model predictions without a measured reference.
+* ``moe_speedups_from_dense_runs``: the model has routed experts and no ranking group of the validation set (one
+  table, one model, several layouts) is of an MoE model, so the speedup bands and the tie rule rest on dense
+  runs only (``uncertainty.py``; the step-time band itself is the MoE runs').
 
 Each signal is ``{"kind": ..., "message": ...}``; ``--json`` outputs carry them under ``"warnings"`` and the
 tables print them underneath.
@@ -59,12 +62,29 @@ def scenario_warnings(scenario) -> list:
         out.append({"kind": "beyond_validated_gpus",
                     "message": f"{n:,} GPUs is beyond the largest validated run ({rng['max_gpus']:,} GPUs): "
                                "an extrapolation"})
+    out += moe_speedup_warnings(scenario)
     extra = [lv.name for lv in scenario.system.levels if lv.name not in VALIDATED_LEVELS]
     if extra:
         out.append({"kind": "beyond_validated_levels",
                     "message": f"{len(extra)} level(s) above the building ({', '.join(extra)}): no validated run "
                                "crosses a building, so cross-building costs are unvalidated model predictions"})
     return out
+
+
+def moe_speedup_warnings(scenario, bands=None) -> list:
+    """The MoE caveat of the speedup bands (module docstring); ``bands`` defaults to the committed file."""
+    if getattr(scenario.model, "moe", None) is None:
+        return []
+    from . import uncertainty
+    b = uncertainty.bands() if bands is None else bands
+    rel = (b or {}).get("relative") or {}
+    if not rel or rel.get("n_groups_moe", 0) > 0:
+        return []
+    return [{"kind": "moe_speedups_from_dense_runs",
+             "message": f"the speedup bands and ties come from {rel['n_pairs']} run pairs of {rel['n_groups']} "
+                        "ranking groups, all of dense models: the validation set has no published comparison of "
+                        "layouts of one MoE model in one table, so for this MoE model they are likely too narrow "
+                        "(expert dispatch, grouped GEMMs and host waits are where the model errs most)"}]
 
 
 def design_warnings(scenario, designs) -> list:

@@ -129,10 +129,14 @@ def fingerprint(cases) -> str:
 def compute(result: dict) -> dict:
     """The bands file's content from a validation result (``validation.validate()``)."""
     cases = result["cases"]
+    groups = [g["ids"] for g in result["ranking"]["groups"]]
+    moe_ids = {c["id"] for c in cases if c.get("moe")}
+    # how many of the pairs' groups are of an MoE model (trust.py warns when none is: an MoE design's speedup
+    # band is then the dense runs')
+    relative = {**relative_band_stats(cases, groups), "n_groups_moe": sum(1 for ids in groups if moe_ids & set(ids))}
     return {"level": (QUANTILES[1] - QUANTILES[0]) / 100.0, "quantiles_percent": list(QUANTILES),
             "min_runs": MIN_RUNS, "n_cases": len(cases), "model_fingerprint": fingerprint(cases),
-            "absolute": absolute_groups(cases),
-            "relative": relative_band_stats(cases, [g["ids"] for g in result["ranking"]["groups"]])}
+            "absolute": absolute_groups(cases), "relative": relative}
 
 
 # ------------------------------------------------------------------------------------------------ applying

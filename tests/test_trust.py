@@ -31,6 +31,25 @@ def test_within_the_validated_range_no_warning():
     assert "beyond_validated_levels" not in kinds(scenario_warnings(sc))
 
 
+def test_moe_speedup_bands_flagged_while_no_moe_ranking_group_exists():
+    """An MoE scenario is told that its speedup bands rest on dense runs as long as the committed bands have no
+    ranking group of an MoE model; a dense scenario never is, and an MoE group in the bands lifts it."""
+    from sax_jax import uncertainty
+    from sax_jax.trust import moe_speedup_warnings
+
+    moe = sx.load_scenario(os.path.join(CONFIGS, "scenarios", "mixtral-moe.yaml"))
+    dense = sx.load_scenario(DEFAULT)
+    committed = uncertainty.bands()
+    flagged = "moe_speedups_from_dense_runs" in kinds(scenario_warnings(moe))
+    assert flagged == (committed["relative"]["n_groups_moe"] == 0)
+    assert "moe_speedups_from_dense_runs" not in kinds(scenario_warnings(dense))
+    with_moe_group = {**committed, "relative": {**committed["relative"], "n_groups_moe": 1}}
+    assert moe_speedup_warnings(moe, with_moe_group) == []
+    without = {**committed, "relative": {**committed["relative"], "n_groups_moe": 0}}
+    (w,) = moe_speedup_warnings(moe, without)
+    assert f"{committed['relative']['n_pairs']} run pairs of {committed['relative']['n_groups']}" in w["message"]
+
+
 @pytest.mark.parametrize("gpu,provisional", [("H200", True), ("V100-SXM-16GB", True), ("B200", False),
                                              ("GB200", False)])
 def test_provisional_hardware_flagged(tmp_path, gpu, provisional):

@@ -130,6 +130,13 @@ def test_pair_errors_golden():
     assert U.speedup_band({"relative": stats}, 2.0) == pytest.approx([2.0 * 1.1 ** -1.5, 2.0 * 1.1 ** 1.5])
 
 
+def test_compute_counts_the_moe_ranking_groups():
+    result = {"cases": HOPPER + MOE, "ranking": {"groups": [{"ids": ["h0", "h1", "h2"]}, {"ids": ["m0", "m1"]}]}}
+    out = U.compute(result)
+    assert out["relative"]["n_groups"] == 2 and out["relative"]["n_groups_moe"] == 1
+    assert out["absolute"]["MoE"]["n"] == 10 and out["n_cases"] == 21
+
+
 def test_throughput_metric_inverts_the_ratio():
     assert U.time_ratio(_run("t", "H200", 8, 110.0, 100.0, "tokens_per_s")) == pytest.approx(100 / 110)
     assert U.time_ratio(_run("s", "H200", 8, 1.1, 1.0)) == pytest.approx(1.1)
