@@ -1049,6 +1049,13 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                "model_infeasible": sum(not r["metrics"]["feasible"] for r in results),
                "sources": sorted({_family(c.source) for c in cases if c.source})}
     overall["n_sources"] = len(overall["sources"])
+    # dense vs MoE (routed experts): the model's error differs by class, and uncertainty.py bands by it
+    moe_ids = {c.id for c in cases if c.scenario.model.moe is not None}
+    overall["by_class"] = {
+        cls: {**_stats([abs(r["error"]) for r in results if (r["id"] in moe_ids) == is_moe]),
+              "held_out": _stats([abs(r["error"]) for r in results if (r["id"] in moe_ids) == is_moe
+                                  and r["id"] in held])}
+        for cls, is_moe in (("dense", False), ("MoE", True))}
     return _clean({
         "datasets": datasets,
         "overall": overall,
@@ -1063,7 +1070,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                    "metrics": r["metrics"], "source": by_id[r["id"]].source,
                    "gpu": by_id[r["id"]].scenario.system.gpu.name,
                    "n_gpus": by_id[r["id"]].scenario.system.n_gpus,
-                   "moe": by_id[r["id"]].scenario.model.moe is not None} for r in results],
+                   "moe": r["id"] in moe_ids} for r in results],
         "ranking": ranking(cases, results),
         "hardware_pairs": hardware_pairs(cases, results),
         "unsupported": [u.as_dict() for u in loaded.unsupported],

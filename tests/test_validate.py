@@ -296,6 +296,16 @@ def test_cases_carry_the_model_class(full):
     moe_models = ("qwen3-30b", "qwen3-235b", "deepseek-v3", "gpt-oss", "nemotron3-nano", "nemotron3-super")
     dense_models = ("llama", "mpt", "opt-175b", "nemotron4-340b")
     assert any(by_id.values()) and not all(by_id.values())
+    # the overall split by class is over exactly these runs
+    by_class = full["overall"]["by_class"]
+    assert by_class["dense"]["n"] + by_class["MoE"]["n"] == full["overall"]["n"]
+    for cls, is_moe in (("dense", False), ("MoE", True)):
+        errs = [abs(c["error"]) for c in full["cases"] if c["moe"] == is_moe]
+        assert by_class[cls]["n"] == len(errs)
+        assert by_class[cls]["mape"] == pytest.approx(sum(errs) / len(errs), rel=1e-12)
+        held = [abs(c["error"]) for c in full["cases"] if c["moe"] == is_moe and not c["calibration_split"]]
+        assert by_class[cls]["held_out"]["n"] == len(held)
+        assert by_class[cls]["held_out"]["mape"] == pytest.approx(sum(held) / len(held), rel=1e-12)
     for id_, moe in by_id.items():
         if any(m in id_.lower() for m in moe_models):
             assert moe, id_

@@ -83,6 +83,10 @@ def print_report(res, console=None):
         con.print(f"mean of per-dataset MAPE: {_pct(o['mean_dataset_mape'])} over {o['datasets']} datasets "
                   f"(held out: {_pct(o['mean_dataset_mape_held_out'])}); {o['n_sources']} sources; "
                   f"{o['model_infeasible']} real runs the model calls infeasible (scored on raw step time)")
+        by = o.get("by_class") or {}
+        con.print("by model class: " + "; ".join(
+            f"{cls} {_pct(v.get('mape'))} over {v['n']} runs (held out {_pct(v['held_out'].get('mape'))})"
+            for cls, v in by.items() if v["n"]))
     rk = res.get("ranking")
     if rk and rk["groups"]:
         t = Table(title="ranking fidelity (Spearman, predicted vs measured model TFLOP/s per GPU)",
