@@ -91,7 +91,9 @@ def attention_efficiency(s_kv, eff_max, half_seq):
 # calibration sets). A narrower head does fewer matmul FLOPs per score while the softmax work per score (row max,
 # exponential on the special-function units, rescale) stays, so a query tile spends a larger share of its time
 # off the tensor cores: speed ~ d / (d + d_half), relative to d = 128 and capped at 1 (wider heads gain nothing
-# measurable: cuDNN's d = 256 forward is 0.94x of d = 128, FA3's 1.04x). d_half is the GPU's
+# measurable: cuDNN's d = 256 forward is 0.94x of d = 128, FA3's 1.04x). That is a time per score of
+# 4d / F_mma + c / F_exp (MMA FLOPs per clock, exponentials per clock of an SM; c the exponential's share left
+# unhidden), so d_half = c F_mma / (4 F_exp) scales with the SM's MMA FLOPs per exponential. d_half is the GPU's
 # attention_head_dim_half (hardware YAML, with its source); 0 leaves attention flat in d.
 ATTN_HEAD_DIM_REF = 128.0
 
