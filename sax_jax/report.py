@@ -106,6 +106,11 @@ def print_eval(rec: dict, console: Console | None = None):
     status = "[green]feasible[/green]" if rec["feasible"] else "[red]INFEASIBLE[/red]"
     head.add_row("status", status)
     head.add_row("step time", fmt_time(rec["raw_step_time_s"]) + ("" if rec["feasible"] else " (if it ran)"))
+    band = rec.get("band")
+    if band:
+        lo, hi = band["measured_s"]
+        head.add_row("80% band", f"{fmt_time(lo)} - {fmt_time(hi)} (validation residuals of {band['n_runs']} runs: "
+                                 f"{band['group']})")
     head.add_row("tokens/s", f"{rec['tokens_per_s']:,.0f}")
     head.add_row("MFU", f"{100 * rec['mfu']:.1f} %")
     if "goodput_tokens_per_s" in rec:

@@ -162,6 +162,13 @@ def absolute_band(b: dict, gpu_name: str, n_gpus: int, step_time_s: float, moe: 
             "level": b["level"], "group": key, "n_runs": g["n"], "q10": g["q10"], "q90": g["q90"]}
 
 
+def design_band(b: dict, scenario, step_time_s: float) -> dict:
+    """absolute_band of one predicted step time of a scenario: its GPU, GPU count and model class pick the group."""
+    sys_ = scenario.system
+    moe = getattr(scenario.model, "moe", None) is not None  # a model with routed experts (specs.MoESpec)
+    return absolute_band(b, sys_.gpu.name, sys_.n_gpus, step_time_s, moe)
+
+
 def speedup_band(b: dict, speedup: float) -> list:
     rel = b["relative"]
     return [speedup * math.exp(rel["q10"]), speedup * math.exp(rel["q90"])]
@@ -195,15 +202,13 @@ def for_sweep(b: dict, scenario, top, speedup_vs: dict, axes) -> dict:
     the group),
     each speedup over a baseline with its band (tie: the band contains 1) and the near-optimal set of the top-k
     over the axes the space varies. Uses only the step times the sweep already has."""
-    sys_ = scenario.system
     rel = b["relative"]
     speedups = {}
     for name, s in speedup_vs.items():
         band = None if s is None else speedup_band(b, s)  # an infeasible baseline has no speedup
         speedups[name] = band and {"speedup": s, "band": band, "level": b["level"], "n_pairs": rel["n_pairs"],
                                    "tie": band[0] <= 1.0 <= band[1]}
-    moe = getattr(scenario.model, "moe", None) is not None  # a model with routed experts (specs.MoESpec)
-    return {"band": absolute_band(b, sys_.gpu.name, sys_.n_gpus, top[0]["step_time_s"], moe), "speedups": speedups,
+    return {"band": design_band(b, scenario, top[0]["step_time_s"]), "speedups": speedups,
             "near_optimal": near_optimal(b, top, axes)}
 
 

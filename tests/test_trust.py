@@ -81,9 +81,20 @@ def test_eval_json_and_table_carry_warnings_and_resolved_dp(capsys):
     rec = json.loads(capsys.readouterr().out)
     assert rec["resolved"]["dp"] == 16384 // (8 * 16)
     assert kinds(rec["warnings"]) == {"beyond_validated_gpus", "beyond_validated_levels"}
+    # the measured step time's 80% band, from the scenario's GPU, GPU count and class, as a sweep reports its best
+    from sax_jax import uncertainty
+    assert rec["band"] == uncertainty.design_band(uncertainty.bands(), sx.load_scenario(DEFAULT), rec["step_time_s"])
+    assert rec["band"]["group"] == "Hopper, dense"
+    lo, hi = rec["band"]["measured_s"]
+    assert lo < rec["step_time_s"] < hi
     assert main(["eval", DEFAULT]) == 0
     out = capsys.readouterr().out
     assert "dp=auto (= 128)" in out and "warning (beyond_validated_gpus)" in out
+    assert "80% band" in out and "runs: Hopper, dense" in out
+    # a design that cannot run has no step time to put a band on
+    assert main(["eval", DEFAULT, "--set", "tp=16", "--json"]) == 0
+    bad = json.loads(capsys.readouterr().out)
+    assert not bad["feasible"] and "band" not in bad
 
 
 def test_sweep_json_carries_warnings(capsys, tmp_path):

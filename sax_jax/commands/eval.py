@@ -1,6 +1,7 @@
 """`sax eval SCENARIO [--baseline NAME] [--set axis=value ...] [--json]`: one design, explained."""
 
 from . import print_json
+from .. import uncertainty
 from ..config import load_scenario
 from ..design_args import parse_sets, resolve_design
 from ..evaluate import evaluate_one
@@ -16,6 +17,9 @@ def run(args) -> int:
     cost = evaluate_one(scenario, design)
     rec = eval_record(scenario, scenario.space.to_dict(design), cost)
     rec["published"] = published_for(scenario, rec["design"])
+    b = uncertainty.bands()
+    if b is not None and cost["feasible"]:  # the measured step time's 80% band, as a sweep reports its best
+        rec["band"] = uncertainty.design_band(b, scenario, rec["step_time_s"])
     placed = placement_record(scenario, rec["design"], cost)  # MoE scenarios with an activation trace
     if placed is not None:
         rec["expert_placement"] = placed
