@@ -10,6 +10,7 @@ share is its delta over that total delta.
 """
 from __future__ import annotations
 
+from . import uncertainty
 from .cost import BREAKDOWN_KEYS
 from .engine import DEFAULT_ENGINE
 from .evaluate import cost_to_dict, evaluate
@@ -112,11 +113,18 @@ def compare(scenario, designs: list, labels: list | None = None, engine=None) ->
     full = [scenario.space.to_dict(p) for p in points]
     costs = evaluate_designs(scenario, points, engine)
     records = [design_record(scenario, lb, d, c) for lb, d, c in zip(labels, full, costs)]
+    differences = [difference(records[0], r) for r in records[1:]]
+    b = uncertainty.bands()
+    for diff in differences if b is not None else ():
+        # the speedup's 80% band from the validation's run pairs, as a sweep's speedups over its baselines: the
+        # two designs tie when it contains 1 (the model cannot order them)
+        lo, hi = uncertainty.speedup_band(b, diff["speedup"])
+        diff.update(speedup_band=[lo, hi], tie=lo <= 1.0 <= hi)
     return {
         "scenario": scenario.name,
         "reference": labels[0],
         "differing_axes": differing_axes(full),
         "designs": records,
-        "differences": [difference(records[0], r) for r in records[1:]],
+        "differences": differences,
         "warnings": warnings_for(scenario, full) + notes(records),
     }

@@ -4,10 +4,12 @@ Designs per scenario are kept to one batch size each (3 on default, 2 elsewhere)
 batched model once per scenario, plus `sax eval`'s batch of one.
 """
 import json
+import re
 
 import pytest
 
 import sax_jax as sx
+from sax_jax import uncertainty
 from sax_jax.cli import main
 from sax_jax.compare import compare, differing_axes
 
@@ -71,6 +73,11 @@ def check_differences(r):
         assert diff["speedup"] == pytest.approx(ref["raw_step_time_s"] / rec["raw_step_time_s"], rel=1e-12)
         assert [abs(d) for d in deltas] == sorted((abs(d) for d in deltas), reverse=True)
         assert {t["term"] for t in diff["terms"]} == set(sx.BREAKDOWN_KEYS)
+        # the speedup's 80% band from the validation's run pairs (as a sweep's): a tie when it contains 1
+        band = uncertainty.speedup_band(uncertainty.bands(), diff["speedup"])
+        assert diff["speedup_band"] == pytest.approx(band, rel=1e-12)
+        assert diff["speedup_band"][0] < diff["speedup"] < diff["speedup_band"][1]
+        assert diff["tie"] == (band[0] <= 1.0 <= band[1])
         for t in diff["terms"]:
             assert t["delta_s"] == rec["breakdown"][t["term"]] - ref["breakdown"][t["term"]]
 
@@ -78,6 +85,8 @@ def check_differences(r):
 def test_term_deltas_sum_to_step_time_delta(three):
     _, r = three
     check_differences(r)
+    # crosspipe is 0.78x of production on default, well outside the +-3.5% band: not a tie
+    assert not r["differences"][0]["tie"] and r["differences"][0]["speedup_band"][1] < 1.0
     assert r["designs"][1]["step_time_s"] > r["designs"][0]["step_time_s"]  # crosspipe: slower on default
     assert r["differences"][0]["terms"][0]["term"] == "bubble"  # vpp 8 -> 1: the bubble explains it
 
@@ -113,14 +122,17 @@ def test_same_design_twice_and_infeasible(capsys):
     assert any("tp does not divide" in v for v in r["designs"][1]["violations"])
     assert infeasible["speedup"] < 1  # compared on what it would take if it ran
     assert same["delta_s"] == 0 and same["speedup"] == 1 and same["changed"] == {}
+    assert same["tie"]  # a design ties with itself
     assert all(t["delta_s"] == 0 and t["share"] is None for t in same["terms"])
 
 
 def test_table_output(capsys):
     assert main(["compare", DEFAULT, *THREE]) == 0
     out = capsys.readouterr().out
-    for text in ("what explains the difference", "* placement", "speedup", "bubble", "step time", "tokens/s"):
+    for text in ("what explains the difference", "* placement", "speedup", "bubble", "step time", "tokens/s",
+                 "80% band from the validation's run pairs"):
         assert text in out, text
+    assert re.search(r"speedup \d\.\d{3}x \[\d\.\d{3}x, \d\.\d{3}x\]", out)  # each speedup with its band
 
 
 @pytest.mark.parametrize("argv, named", [

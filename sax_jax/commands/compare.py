@@ -84,8 +84,12 @@ def print_compare(result: dict, console: Console | None = None):
     for diff in result["differences"]:
         changed = ", ".join(f"{ax} {a} -> {b}" for ax, (a, b) in diff["changed"].items()) or "nothing"
         # a heading line, not a table title: rich wraps titles to the (narrow) table's width
+        band = ""
+        if "speedup_band" in diff:
+            lo, hi = diff["speedup_band"]
+            band = f" [{lo:.3f}x, {hi:.3f}x]" + (": a tie, within the model's resolution" if diff["tie"] else "")
         con.print(f"[bold]what explains the difference: {diff['design']} vs {ref['label']}[/bold] ({changed}); "
-                  f"speedup {diff['speedup']:.3f}x", soft_wrap=True)
+                  f"speedup {diff['speedup']:.3f}x{band}", soft_wrap=True)
         d = Table()
         d.add_column("term")
         d.add_column("delta", justify="right")
@@ -98,7 +102,8 @@ def print_compare(result: dict, console: Console | None = None):
             term["share"] is not None for term in diff["terms"]) else "-")
         con.print(d)
     con.print("The terms sum to the step time, so each design's term deltas add up to its step-time delta; "
-              "speedup = reference step time / design step time.", soft_wrap=True)
+              "speedup = reference step time / design step time, with its 80% band from the validation's run "
+              "pairs (sax_jax/uncertainty.py).", soft_wrap=True)
     print_warnings(result["warnings"], con)
 
 
