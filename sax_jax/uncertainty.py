@@ -163,10 +163,14 @@ def absolute_band(b: dict, gpu_name: str, n_gpus: int, step_time_s: float, moe: 
 
 
 def design_band(b: dict, scenario, step_time_s: float) -> dict:
-    """absolute_band of one predicted step time of a scenario: its GPU, GPU count and model class pick the group."""
+    """absolute_band of one predicted step time of a scenario: its GPU, GPU count and model class pick the group.
+    A system whose buildings hold different GPU types takes the widest of their types' bands: the step waits for
+    every building, so the model's error on any of them reaches it."""
     sys_ = scenario.system
     moe = getattr(scenario.model, "moe", None) is not None  # a model with routed experts (specs.MoESpec)
-    return absolute_band(b, sys_.gpu.name, sys_.n_gpus, step_time_s, moe)
+    gpus = dict.fromkeys([bd.gpu.name for bd in getattr(sys_, "buildings", ()) or ()] or [sys_.gpu.name])
+    bands = [absolute_band(b, name, sys_.n_gpus, step_time_s, moe) for name in gpus]
+    return max(bands, key=lambda band: band["q90"] - band["q10"])
 
 
 def speedup_band(b: dict, speedup: float) -> list:

@@ -205,3 +205,25 @@ def test_for_sweep_takes_the_scenarios_model_class():
         assert band["group"] == f"Hopper, {cls}", name
         g = U.bands()["absolute"][band["group"]]
         assert band["measured_s"] == pytest.approx([1.0 / (1.0 + g["q90"]), 1.0 / (1.0 + g["q10"])])
+
+
+def test_two_gpu_types_take_the_wider_band():
+    """A system with an H100 building and a B200 building: the band is the wider of the two types', whichever type
+    the system names first."""
+    wide = [_run(f"w{k}", "B200", 16, 0.8 + k / 20, 1.0) for k in range(10)]  # dense, -0.20 .. +0.25
+    b = {**BANDS, "min_runs": 10, "absolute": U.absolute_groups(HOPPER + wide)}
+
+    def scen(*gpus):
+        buildings = tuple(SimpleNamespace(gpu=SimpleNamespace(name=g)) for g in gpus)
+        return SimpleNamespace(system=SimpleNamespace(gpu=buildings[0].gpu, n_gpus=16, buildings=buildings),
+                               model=SimpleNamespace(moe=None))
+
+    for gpus in (("H100-SXM-80GB", "B200"), ("B200", "H100-SXM-80GB")):
+        band = U.design_band(b, scen(*gpus), 1.0)
+        assert (band["group"], band["q10"], band["q90"]) == ("Blackwell, dense, <= 64 GPUs", pytest.approx(-0.155),
+                                                             pytest.approx(0.205)), gpus
+    # one type, or no buildings: that type's band (Hopper's narrow 0.01 .. 0.09 here)
+    assert U.design_band(b, scen("H100-SXM-80GB"), 1.0)["group"] == "Hopper, dense, <= 64 GPUs"
+    flat = SimpleNamespace(system=SimpleNamespace(gpu=SimpleNamespace(name="H200"), n_gpus=8, buildings=()),
+                           model=SimpleNamespace(moe=None))
+    assert U.design_band(b, flat, 2.0)["group"] == "Hopper, dense, <= 64 GPUs"
