@@ -73,9 +73,9 @@ def scenario_warnings(scenario) -> list:
 
 def moe_speedup_warnings(scenario, bands=None) -> list:
     """The MoE caveat of the speedup bands (module docstring); ``bands`` defaults to the committed file."""
-    if getattr(scenario.model, "moe", None) is None:
-        return []
     from . import uncertainty
+    if not uncertainty.scenario_is_moe(scenario):
+        return []
     b = uncertainty.bands() if bands is None else bands
     rel = (b or {}).get("relative") or {}
     if not rel or rel.get("n_groups_moe", 0) > 0:

@@ -83,6 +83,11 @@ def model_class(moe: bool) -> str:
     return MOE if moe else DENSE
 
 
+def scenario_is_moe(scenario) -> bool:
+    """Whether a scenario's model has routed experts (specs.MoESpec)."""
+    return getattr(scenario.model, "moe", None) is not None
+
+
 def group_keys(gpu_name: str, n_gpus: int, moe: bool = False) -> list:
     """Keys of the absolute-band groups of a run or scenario, narrowest first: generation, class and scale;
     generation and class; the class on every generation; all runs."""
@@ -167,7 +172,7 @@ def design_band(b: dict, scenario, step_time_s: float) -> dict:
     A system whose buildings hold different GPU types takes the widest of their types' bands: the step waits for
     every building, so the model's error on any of them reaches it."""
     sys_ = scenario.system
-    moe = getattr(scenario.model, "moe", None) is not None  # a model with routed experts (specs.MoESpec)
+    moe = scenario_is_moe(scenario)
     gpus = dict.fromkeys([bd.gpu.name for bd in getattr(sys_, "buildings", ()) or ()] or [sys_.gpu.name])
     bands = [absolute_band(b, name, sys_.n_gpus, step_time_s, moe) for name in gpus]
     return max(bands, key=lambda band: band["q90"] - band["q10"])
