@@ -173,8 +173,8 @@ def design_band(b: dict, scenario, step_time_s: float) -> dict:
     every building, so the model's error on any of them reaches it."""
     sys_ = scenario.system
     moe = scenario_is_moe(scenario)
-    gpus = dict.fromkeys([bd.gpu.name for bd in getattr(sys_, "buildings", ()) or ()] or [sys_.gpu.name])
-    bands = [absolute_band(b, name, sys_.n_gpus, step_time_s, moe) for name in gpus]
+    gpus = [bd.gpu.name for bd in getattr(sys_, "buildings", ())] or [sys_.gpu.name]
+    bands = [absolute_band(b, name, sys_.n_gpus, step_time_s, moe) for name in dict.fromkeys(gpus)]  # in order
     return max(bands, key=lambda band: band["q90"] - band["q10"])
 
 

@@ -32,6 +32,7 @@ from .cost.compute import layer_flops, model_flops_per_sequence
 from .params import build_params, stack_trees
 from .resources import configs_dir
 from .space import AXES, NUMERIC_AXES, Design, DesignSpace
+from .uncertainty import model_class, scenario_is_moe
 
 CONFIGS = configs_dir()  # bundled configs: the installed package data or the checkout's configs/
 VALIDATION_DIR = os.path.join(CONFIGS, "validation")
@@ -1049,13 +1050,10 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                "model_infeasible": sum(not r["metrics"]["feasible"] for r in results),
                "sources": sorted({_family(c.source) for c in cases if c.source})}
     overall["n_sources"] = len(overall["sources"])
-    # dense vs MoE (routed experts): the model's error differs by class, and uncertainty.py bands by it
-    moe_ids = {c.id for c in cases if c.scenario.model.moe is not None}
-    overall["by_class"] = {
-        cls: {**_stats([abs(r["error"]) for r in results if (r["id"] in moe_ids) == is_moe]),
-              "held_out": _stats([abs(r["error"]) for r in results if (r["id"] in moe_ids) == is_moe
-                                  and r["id"] in held])}
-        for cls, is_moe in (("dense", False), ("MoE", True))}
+    # dense vs MoE (routed experts): the model's error differs by class, and uncertainty.py bands by it; the
+    # per-dataset summary over the runs relabelled by class
+    moe_ids = {c.id for c in cases if scenario_is_moe(c.scenario)}
+    overall["by_class"] = summarize([{**r, "dataset": model_class(r["id"] in moe_ids)} for r in results], held)
     return _clean({
         "datasets": datasets,
         "overall": overall,
