@@ -122,7 +122,8 @@ class GpuP(NamedTuple):
     gemm_max: jnp.ndarray
     gemm_half_flops: jnp.ndarray
     attention_max: jnp.ndarray
-    attention_half_seq: jnp.ndarray  # keys per kernel call at which attention efficiency is half its max
+    attention_half_seq: jnp.ndarray  # keys per causal kernel call at which attention efficiency is half its max
+    attention_half_seq_full: jnp.ndarray  # the same for calls without a causal diagonal (window, chunk, ring step)
     peak_flops_16bit: jnp.ndarray  # attention core and output layer: the BF16 peak even in FP8 training
     gemm_input_bytes: jnp.ndarray  # bytes/element of saved linear-layer inputs: 1 with FP8 GEMMs (TE), else 2
     memory_bound: jnp.ndarray
@@ -349,7 +350,9 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.usable_bytes,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
         attention_max=e.attention_max * e.attention_part_factor * g.attention_kernel_factor(fw.attention_kernel),
-        attention_half_seq=e.attention_half_seq, elementwise_factor=fw.elementwise_bytes_factor,
+        attention_half_seq=e.attention_half_seq,
+        attention_half_seq_full=e.attention_half_seq_full if e.attention_half_seq_full > 0 else e.attention_half_seq,
+        elementwise_factor=fw.elementwise_bytes_factor,
         # the head-width curve is the calibrated kernel's (cuDNN's on Hopper and Blackwell); the other kernels'
         # ratios are measured at 128-wide heads and FlashAttention-2 / Triton lose less at 64 (FlashAttention-3
         # paper: 0.90 / 0.96 vs cuDNN's 0.80), so they run flat

@@ -111,6 +111,8 @@ RANGES = {
         "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
         "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
         "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
+        "attention_half_seq_full": Range(0, 1e9, why="keys per attention call without a causal diagonal at half of "
+                                         "attention_max (0: attention_half_seq)"),
         "attention_head_dim_half": Range(0, 1024, why="head width at which the calibrated attention kernel's speed "
                                          "is half its wide-head limit (0: flat)"),
         "attention_part_factor": Range(0, 10, lo_open=True, why="this part's fused-attention speed relative to "
@@ -555,6 +557,9 @@ class Efficiency:
     # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
     # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
     attention_half_seq: float = 0.0
+    # the same for calls without a causal diagonal: a sliding-window band, a Mamba chunk scan, a context-parallel ring
+    # step off the diagonal (compute.attention_call_efficiency); 0 = attention_half_seq (one curve for every call)
+    attention_half_seq_full: float = 0.0
     # head width at which the calibrated fused-attention kernel runs at half its wide-head speed
     # (compute.head_dim_factor); 0 = no dependence on the head width
     attention_head_dim_half: float = 0.0

@@ -20,7 +20,7 @@ def train(sp=1.0, flash=1.0):
 def gpu(**kw):
     """A hand-made GpuP: peaks 1e15 (FP8 GEMMs) and 5e14 (16-bit), round efficiencies, no overheads."""
     base = dict(peak_flops=1e15, hbm_bytes=80 * 2**30, hbm_Bps=3e12, gemm_max=0.5, gemm_half_flops=0.0,
-                attention_max=0.4, attention_half_seq=512.0, peak_flops_16bit=5e14, gemm_input_bytes=1.0,
+                attention_max=0.4, attention_half_seq=512.0, attention_half_seq_full=512.0, peak_flops_16bit=5e14, gemm_input_bytes=1.0,
                 memory_bound=0.5, layer_overhead_s=0.0, overlap_slowdown=0.0,
                 elementwise_factor=1.0, straggler_cv=0.0)
     base.update(kw)

@@ -16,7 +16,8 @@ blocks it sweeps, so its efficiency saturates in the key length: FlashAttention-
 forward + backward speed", A100, head dim 64/128) and FlashAttention-3 (Shah et al. 2024, H100 BF16, head dim
 128: forward up to ~740 TFLOP/s non-causal, lower causal and backward) both rise steeply up to ~2k keys and are
 flat from ~8k. s_kv is the keys one kernel call sweeps: the sequence, or one ring chunk s/cp under context
-parallelism (ring attention calls the kernel once per chunk). peak16 is the 16-bit rate: FP8 training recipes
+parallelism (ring attention calls the kernel once per chunk). A call with a causal diagonal saturates later than one
+without (GpuSpec attention_half_seq vs attention_half_seq_full; attention_call_efficiency below). peak16 is the 16-bit rate: FP8 training recipes
 quantize only the linear layers, so attention and the output layer run at the BF16 peak
 (GpuSpec.peak_flops_16bit); memory-bound work never depends on a FLOP peak.
 """
@@ -85,6 +86,21 @@ def gemm_time_s(flops, peak_flops, eff_max, half_flops):
 def attention_efficiency(s_kv, eff_max, half_seq):
     """Fused-attention efficiency for a kernel call sweeping s_kv keys per query: eff_max s_kv/(s_kv + half)."""
     return eff_max * s_kv / (s_kv + half_seq)
+
+
+# A causal call saturates later than one without a diagonal: each query tile's diagonal block is partly masked, and
+# that loss is amortized over the keys the tile sweeps. cuDNN's SDPA training benchmark (NVIDIA/cudnn-frontend
+# benchmark/sdpa_benchmark_training, results llama3.1/gb200, gb300 and h200_919_only_cudnn: BF16, d 128, 64/8 heads,
+# 2k-32k keys), forward plus 2.5x backward fitted to max s/(s + half): causal half 980-1308 keys (GB200), 1159-1305
+# (GB300), 1199 (H200); no mask 352-539, 402-583, 344. Under context parallelism a ring of c ranks does the causal
+# work in c diagonal calls (1/c of it) and c(c-1)/2 full blocks ((c-1)/c of it), each call over s/c keys
+# (Liu et al. 2023, ring attention; Megatron-Core's load-balanced CP keeps the same shares).
+def attention_call_efficiency(s_kv, c, eff_max, half_causal, half_full):
+    """Efficiency of a causal sequence's attention split into c ring steps of s_kv keys: the harmonic mix of one
+    diagonal (causal) call and c - 1 full ones by their shares of the causal work."""
+    diag = attention_efficiency(s_kv, eff_max, half_causal)
+    full = attention_efficiency(s_kv, eff_max, half_full)
+    return 1.0 / (1.0 / (c * diag) + (1.0 - 1.0 / c) / full)
 
 
 # Fused attention by head width. attention_max is fitted on 128-wide heads (every flash-attention run of the
@@ -255,14 +271,15 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # whole-sequence causal work S^2/2 it does sum(L_i^2)/2 = L S/2 (L the length-weighted mean example), a share
     # L/S, in calls of L keys (split over the CP ranks like a whole sequence); unpacked, L = S
     span = jnp.where(train.doc_tokens > 0, jnp.minimum(train.doc_tokens, seq), seq)
-    attn_eff = attention_efficiency(span / c, attn_max, g.attention_half_seq)
+    attn_eff = attention_call_efficiency(span / c, c, attn_max, g.attention_half_seq, g.attention_half_seq_full)
     attn_full = full_attention_flops(mbs, seq, model)
     # Sliding-window layers: the kernel sweeps only ~W keys per query tile (FlashAttention's local/window mode skips
-    # the key blocks outside the band), so its efficiency is that of a W-key call; full layers as before. The
+    # the key blocks outside the band), so its efficiency is that of a W-key call without a causal diagonal's
+    # saturation (cuDNN's 128-key window on GB200 runs at the unmasked curve's speed); full layers as before. The
     # learned sinks add one logit per head to each softmax denominator: no FLOPs worth counting.
     wf = model.window_fraction
     win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), attn_max,
-                                   g.attention_half_seq)
+                                   g.attention_half_seq_full)
     # time of the windowed mix / time of the same FLOPs at the full layers' efficiency (1 without windows)
     r = window_keys_ratio(seq, model)
     window_slowdown = jnp.where(model.window > 0,
@@ -291,8 +308,8 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     norm_eager = g.norm_eager_bytes * tokens * 2.0 * sublayers * model.hidden / sp_split
     elem_bytes = elem_bytes + norm_eager + g.rope_always_bytes * tokens * rotated
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
-    # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6), so it runs at the fused-attention
-    # efficiency of a kernel sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
+    # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6: its diagonal blocks are causally
+    # masked quadratic attention), so it runs at the efficiency of a causal kernel call sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
     # backward does 2.5x the forward like flash attention's; plus the memory-bound conv1d and gated norm
     m_gemm, m_scan = mamba_flops(mbs, seq, model)
     mamba_f = gt(m_gemm) + jnp.where(m_scan > 0, m_scan / split / (g.peak_flops_16bit * attention_efficiency(
