@@ -61,16 +61,15 @@ def test_hopper_keeps_one_curve(name):
     assert float(g.attention_half_seq_full) == float(g.attention_half_seq) == 512.0
 
 
-def _blackwell_scenario(cp, seq=16384):
+def _blackwell_scenario(seq=16384):
+    """The default scenario on GB200 at a long sequence."""
     sc = sx.load_scenario(os.path.join(CONFIGS, "scenarios", "default.yaml"))
-    gpu = _gpu("GB200")
-    system = dataclasses.replace(sc.system, gpu=gpu)
-    return dataclasses.replace(sc, system=system, training=dataclasses.replace(sc.training, seq_len=seq)), cp
+    system = dataclasses.replace(sc.system, gpu=_gpu("GB200"))
+    return dataclasses.replace(sc, system=system, training=dataclasses.replace(sc.training, seq_len=seq))
 
 
 def test_context_parallel_attention_uses_the_ring_mix():
-    sc, _ = _blackwell_scenario(4)
-    p = build_params(sc)
+    p = build_params(_blackwell_scenario())
     g, m, t = p.gpu, p.model, p.train
     times = lambda cp: layer_times(1.0, float(cp), 1.0, t.seq, m, g, t)  # noqa: E731
     one, four = times(1), times(4)

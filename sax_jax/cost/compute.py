@@ -17,8 +17,8 @@ forward + backward speed", A100, head dim 64/128) and FlashAttention-3 (Shah et 
 128: forward up to ~740 TFLOP/s non-causal, lower causal and backward) both rise steeply up to ~2k keys and are
 flat from ~8k. s_kv is the keys one kernel call sweeps: the sequence, or one ring chunk s/cp under context
 parallelism (ring attention calls the kernel once per chunk). A call with a causal diagonal saturates later than one
-without (GpuSpec attention_half_seq vs attention_half_seq_full; attention_call_efficiency below). peak16 is the 16-bit rate: FP8 training recipes
-quantize only the linear layers, so attention and the output layer run at the BF16 peak
+without (attention_half_seq vs attention_half_seq_full; attention_call_efficiency below). peak16 is the 16-bit
+rate: FP8 training recipes quantize only the linear layers, so attention and the output layer run at the BF16 peak
 (GpuSpec.peak_flops_16bit); memory-bound work never depends on a FLOP peak.
 """
 from typing import NamedTuple
@@ -89,12 +89,11 @@ def attention_efficiency(s_kv, eff_max, half_seq):
 
 
 # A causal call saturates later than one without a diagonal: each query tile's diagonal block is partly masked, and
-# that loss is amortized over the keys the tile sweeps. cuDNN's SDPA training benchmark (NVIDIA/cudnn-frontend
-# benchmark/sdpa_benchmark_training, results llama3.1/gb200, gb300 and h200_919_only_cudnn: BF16, d 128, 64/8 heads,
-# 2k-32k keys), forward plus 2.5x backward fitted to max s/(s + half): causal half 980-1308 keys (GB200), 1159-1305
-# (GB300), 1199 (H200); no mask 352-539, 402-583, 344. Under context parallelism a ring of c ranks does the causal
-# work in c diagonal calls (1/c of it) and c(c-1)/2 full blocks ((c-1)/c of it), each call over s/c keys
-# (Liu et al. 2023, ring attention; Megatron-Core's load-balanced CP keeps the same shares).
+# that loss is amortized over the keys the tile sweeps (cuDNN's SDPA training benchmark, NVIDIA/cudnn-frontend
+# benchmark/sdpa_benchmark_training: the two halves differ 2-3x on GB200, GB300 and H200; the values and their fits
+# are in the hardware YAMLs). Under context parallelism a ring of c ranks does the causal work in c diagonal calls
+# (1/c of it) and c(c-1)/2 full blocks ((c-1)/c of it), each call over s/c keys (Liu et al. 2023, ring attention;
+# Megatron-Core's load-balanced CP keeps the same shares).
 def attention_call_efficiency(s_kv, c, eff_max, half_causal, half_full):
     """Efficiency of a causal sequence's attention split into c ring steps of s_kv keys: the harmonic mix of one
     diagonal (causal) call and c - 1 full ones by their shares of the causal work."""
@@ -309,8 +308,9 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     elem_bytes = elem_bytes + norm_eager + g.rope_always_bytes * tokens * rotated
     # Mamba-2 mixers: GEMMs like any linear layer; the SSD scan is a fused, chunked kernel like flash attention
     # (tensor-core matmuls within a chunk of Q tokens, Dao & Gu 2024 section 6: its diagonal blocks are causally
-    # masked quadratic attention), so it runs at the efficiency of a causal kernel call sweeping Q keys, at the 16-bit rate (the mamba_ssm kernels are not FP8), and its
-    # backward does 2.5x the forward like flash attention's; plus the memory-bound conv1d and gated norm
+    # masked quadratic attention), so it runs at the efficiency of a causal kernel call sweeping Q keys, at the
+    # 16-bit rate (the mamba_ssm kernels are not FP8), and its backward does 2.5x the forward like flash attention's;
+    # plus the memory-bound conv1d and gated norm
     m_gemm, m_scan = mamba_flops(mbs, seq, model)
     mamba_f = gt(m_gemm) + jnp.where(m_scan > 0, m_scan / split / (g.peak_flops_16bit * attention_efficiency(
         model.mamba_chunk, g.attention_max, g.attention_half_seq)), 0.0)
