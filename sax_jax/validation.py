@@ -319,6 +319,27 @@ def _value(row, col, file, n, profile, filled):
     return text
 
 
+# Training fields a profile's run_settings may state for one run (bytes per parameter of each model-state copy)
+RUN_STATE_BYTES = ("param_bytes", "grad_bytes", "optimizer_bytes_per_param")
+
+
+def _run_state_bytes(profile, rid, file, n, filled) -> dict:
+    """The state bytes a run's run_settings give (RUN_STATE_BYTES), each reported as filled; any run_settings key
+    that is neither one of them, a design axis nor a table column is refused, so a typo cannot pass unnoticed."""
+    run = profile.get("run_settings", {}).get(rid, {})
+    out = {}
+    for k, val in run.items():
+        if k in RUN_STATE_BYTES:
+            if not isinstance(val, (int, float)) or isinstance(val, bool) or not 0 < val <= 16:
+                raise CaseError(file, n, f"run_settings.{rid}.{k}", val, "must be a number of bytes in (0, 16]")
+            out[k] = float(val)
+            filled.append(f"{k}={val:g} ({profile.get('run_settings_source', 'default')})")
+        elif k not in AXES and k not in COLUMNS + OPTIONAL_COLUMNS + EXTRA_COLUMNS:
+            raise CaseError(file, n, f"run_settings.{rid}.{k}", val,
+                            f"unknown setting; use a design axis, a table column or one of {', '.join(RUN_STATE_BYTES)}")
+    return out
+
+
 def _count(row, col, file, n):
     """A whole number >= 0 (shared_experts, dense_layers); empty -> 0."""
     text = row.get(col, "")
@@ -493,6 +514,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
     if "grad_bytes" in profile:
         filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
+    # a run's documented state precisions (run_settings: the optimizer's own dtype, FP8 primary weights) win over
+    # the profile's; the gradient bytes on the wire follow the gradient buffer's
+    run_state = _run_state_bytes(profile, v["id"], file, n, filled)
+    gbytes = run_state.pop("grad_bytes", gbytes)
     lora_rank = 0
     if "lora" in feats:
         if not profile.get("lora_rank"):
@@ -521,6 +546,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                           **gather,
                           fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=reduce_bytes, sequence_parallel=v["seq_parallel"],
+                          **run_state,
                           flash_attention=bool(profile["flash_attention"]),
                           framework=_framework(framework, file))
     tpath = os.path.join(CONFIGS, "network", "transports.yaml")

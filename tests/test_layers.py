@@ -349,7 +349,7 @@ def test_lora_state_sync_and_optimizer_cover_only_the_adapters():
     for sc in (sc0, sc1):
         p = build_params(sc, jnp.float64)
         ctx = context(p, d)
-        out.append((ctx, dp_term(ctx, d, p.train, p.gpu), optimizer_term(ctx, d, p.gpu), p.train))
+        out.append((ctx, dp_term(ctx, d, p.train, p.gpu), optimizer_term(ctx, d, p.gpu, p.train), p.train))
     (c0, dp0, op0, t), (c1, dp1, op1, _) = out
     params = float(c1.params_dense + c1.params_expert)
     adapters = float(c1.params_adapter)

@@ -66,7 +66,7 @@ def step_time(params, d, share=None) -> Cost:
 
     # ---- the schedule, then once per step: data-parallel sync, optimizer, failure stalls
     pipe = pipeline_terms(ctx, d, model, train, params.gpu, t_f, t_b, t_w)
-    optimizer = optimizer_term(ctx, d, params.gpu)
+    optimizer = optimizer_term(ctx, d, params.gpu, train)
     straggler = straggler_term(train.n_gpus, compute.seconds(micro), params.gpu.straggler_cv)
     # ep.step_s: the gradient exchange of EPLB's redundant expert replicas (0 without an expert trace)
     inner_s = pipe.total_s + dp.step_s + ep.step_s + optimizer.step_s + straggler.step_s
