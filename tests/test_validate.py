@@ -505,6 +505,12 @@ def test_nemo_sft_rows_carry_their_launcher_state_and_interleaving():
     # the Megatron-Bridge rows of the same dataset keep the defaults (fp32 Adam state)
     mb = next(c for c in cases if c.id.startswith("mb-"))
     assert mb.scenario.training.optimizer_bytes_per_param == 12.0
+    # the launcher's pretraining examples reduce gradients in bf16, except the two Nemotron ones (Apex's fp32)
+    pre, _ = V.load_cases(dataset="nemo-perf-h100")
+    fp32 = {c.id for c in pre if c.scenario.training.grad_bytes == 4.0}
+    assert fp32 == {"nemo-24.07-h100-nemotron-8B-pretrain-fp8-64g-gbs256",
+                    "nemo-24.07-h100-nemotron-22B-pretrain-fp8-64g-gbs256"}
+    assert all(c.scenario.training.grad_bytes == 2.0 for c in pre if c.id not in fp32)
 
 
 def test_unknown_run_setting_names_the_profile_key():
