@@ -330,8 +330,9 @@ def _run_state_bytes(profile, rid, file, n, filled) -> dict:
     out = {}
     for k, val in run.items():
         if k in RUN_STATE_BYTES:
-            if not isinstance(val, (int, float)) or isinstance(val, bool) or not 0 < val <= 16:
-                raise CaseError(file, n, f"run_settings.{rid}.{k}", val, "must be a number of bytes in (0, 16]")
+            rng = S.RANGES["training"][k]  # the range a scenario's training section is held to
+            if not rng.ok(val):
+                raise CaseError(file, n, f"run_settings.{rid}.{k}", val, f"must be {rng.describe()} ({rng.why})")
             out[k] = float(val)
             filled.append(f"{k}={val:g} ({profile.get('run_settings_source', 'default')})")
         elif k not in AXES and k not in COLUMNS + OPTIONAL_COLUMNS + EXTRA_COLUMNS:
@@ -511,13 +512,14 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     # --accumulate-allreduce-grads-in-fp32; bf16 forces fp32 accumulation and reduction (arguments.py). A profile
     # whose framework says otherwise states its gradient bytes (Megatron-Bridge / NeMo perf recipes:
     # grad_reduce_in_fp32 = False, 16-bit gradient buffers).
-    gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
-    if "grad_bytes" in profile:
-        filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
-    # a run's documented state precisions (run_settings: the optimizer's own dtype, FP8 primary weights) win over
-    # the profile's; the gradient bytes on the wire follow the gradient buffer's
+    # A run's documented state precisions (run_settings: the optimizer's own dtype, FP8 primary weights) win over
+    # the profile's; the gradient bytes on the wire follow the gradient buffer's.
     run_state = _run_state_bytes(profile, v["id"], file, n, filled)
-    gbytes = run_state.pop("grad_bytes", gbytes)
+    gbytes = run_state.pop("grad_bytes", None)
+    if gbytes is None:
+        gbytes = float(profile.get("grad_bytes", 2.0 if v["precision"] == "fp16" else 4.0))
+        if "grad_bytes" in profile:
+            filled.append(f"grad_bytes={gbytes:g} ({profile.get('grad_bytes_source', 'profile')})")
     lora_rank = 0
     if "lora" in feats:
         if not profile.get("lora_rank"):

@@ -514,14 +514,14 @@ def test_nemo_sft_rows_carry_their_launcher_state_and_interleaving():
 
 
 def test_unknown_run_setting_names_the_profile_key():
-    """A misspelt run_settings key is refused with the run and key named, not silently dropped; a state size out of
-    range likewise."""
+    """A misspelt run_settings key is refused with the run and key named, not silently dropped; a state size outside
+    the training section's range (specs.RANGES) likewise."""
     rid = "nemo-24.07-h100-llama2-7B-sft-fp8-8g-gbs32"
     rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv"))
     (file, n, row), = [r for r in rows if r[2]["id"] == rid]
     profiles = V._profiles()
     for bad, match in (({"optimiser_bytes": 6}, "optimiser_bytes.*unknown setting"),
-                       ({"optimizer_bytes_per_param": 0}, "optimizer_bytes_per_param.*bytes in")):
+                       ({"optimizer_bytes_per_param": -1}, "optimizer_bytes_per_param.*must be a finite number in")):
         profile = {**profiles["nvidia-finetune"], "run_settings": {rid: bad}}
         with pytest.raises(V.CaseError, match=rf"run_settings\.{re.escape(rid)}\.{match}"):
             V.build_case(row, file, n, {**profiles, "nvidia-finetune": profile}, gpus={})

@@ -2,11 +2,12 @@
 
 Traffic per locally-updated parameter: read the optimizer state (fp32 master, m, v: 12 B) and the grad (4 B), write
 the state back (12 B) and the 16-bit copy (2 B), 30 B; an optimizer that keeps its state in 16-bit (Apex
-DistributedFusedAdam with dtype bf16: 6 B of state) moves 2 x 6 + 6 = 18 B. The update is sharded like the optimizer state: not at all under zero0, over the building's
-shard group under hsdp, over the whole dp x cp group otherwise; expert weights over their expert-data-parallel
-ranks only (dp x cp / ep unless folding splits the experts over fewer ranks than the dense layers), as
-Megatron-Core's distributed optimizer shards them (its expert buffers use the expert-data-parallel group), and
-as cost/dp.py counts their state in memory (dp.expert_shards). At EP = DP each GPU updates all of its experts' weights.
+DistributedFusedAdam with dtype bf16: 6 B of state) moves 2 x 6 + 6 = 18 B. The update is sharded like the optimizer
+state: not at all under zero0, over the building's shard group under hsdp, over the whole dp x cp group otherwise;
+expert weights over their expert-data-parallel ranks only (dp x cp / ep unless folding splits the experts over fewer
+ranks than the dense layers), as Megatron-Core's distributed optimizer shards them (its expert buffers use the
+expert-data-parallel group), and as cost/dp.py counts their state in memory (dp.expert_shards). At EP = DP each GPU
+updates all of its experts' weights.
 """
 import jax.numpy as jnp
 
