@@ -1,5 +1,6 @@
 """`sax validate`: published runs, thresholds, Korthikanti memory formulas, bad CSV input, CLI JSON."""
 import csv
+import dataclasses
 import glob
 import io
 import json
@@ -512,6 +513,28 @@ def test_nemo_sft_rows_carry_their_launcher_state_and_interleaving():
                     "nemo-24.07-h100-nemotron-22B-pretrain-fp8-64g-gbs256"}
     assert all(c.scenario.training.grad_bytes == 2.0 for c in pre if c.id not in fp32)
 
+
+
+def test_nemo_gpt3_175b_runs_its_tp_collectives_exposed():
+    """NeMo 24.07's GPT-3 175B row ran NeMo-Framework-Launcher's gpt3/175b config, which sets ub_tp_comm_overlap
+    False (no example overrides it): its TP all-gathers and reduce-scatters are not hidden under the GEMMs. Every
+    other TP > 1 row of the dataset keeps the profile's dp+tp."""
+    cases, _ = V.load_cases(dataset="nemo-perf-h100")
+    gpt = next(c for c in cases if c.id == "nemo-24.07-h100-gpt3-175B-pretrain-fp8-128g-gbs256")
+    assert gpt.design["overlap"] == "dp"
+    assert any(f.startswith("overlap=dp (NeMo-Framework-Launcher@1a7171d") for f in gpt.filled)
+    assert all(c.design["overlap"] == "dp+tp" for c in cases if c.design["tp"] > 1 and c is not gpt)
+    overlapped = dataclasses.replace(gpt, design={**gpt.design, "overlap": "dp+tp"})
+    off, on = V.evaluate_cases([gpt, overlapped])
+    # exposing the TP collectives costs time; it moves the TP term and what scales with a stage's microbatch time
+    # (the pipeline bubble, the straggler wait), nothing else
+    assert off["breakdown"]["tp"] > on["breakdown"]["tp"] > 0.0
+    assert off["breakdown"]["bubble"] > on["breakdown"]["bubble"]
+    for k in off["breakdown"]:
+        if k not in ("tp", "bubble", "straggler"):
+            assert off["breakdown"][k] == pytest.approx(on["breakdown"][k], rel=1e-5), k
+    assert off["predicted"] == pytest.approx(sum(off["breakdown"].values()), rel=1e-5)
+    assert off["predicted"] > on["predicted"]
 
 def test_unknown_run_setting_names_the_profile_key():
     """A misspelt run_settings key is refused with the run and key named, not silently dropped; a state size outside
