@@ -245,6 +245,7 @@ class TrainP(NamedTuple):
     offload_layers: jnp.ndarray | float = 0.0  # layers per GPU whose activations sit in host memory (cost/offload.py)
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
     ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node / GPU (DeepEP, HybridEP)
+    fp8_attn: jnp.ndarray | float = 0.0  # 1: FP8 attention (its backward sweeps a window layer's whole causal triangle)
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
     graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)
     pipeline_split: jnp.ndarray | float = 0.0  # index into specs.PIPELINE_SPLITS (0 auto, 1 filled, 2 counted)
@@ -448,7 +449,8 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         **{f"rc_{k}": 1 if m in t.recompute_modules else 0 for k, m in RC_FIELDS.items()},
         rc_linear=t.recompute_linear_share if "linear" in t.recompute_modules else 0.0,
         rc_layers=t.recompute_layers, bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
-        offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0, etp=t.expert_tensor_parallel,
+        offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0,
+        fp8_attn=1 if t.fp8_attention else 0, etp=t.expert_tensor_parallel,
         graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
         pipeline_split=PIPELINE_SPLITS.index(t.pipeline_split),
         grad_var_tol=t.gradient_variance_tolerance,

@@ -253,7 +253,8 @@ def ranges_of(kind: str) -> dict:
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
-               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup"),
+               "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup",
+                            "fp8_attention"),
                "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",)}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
@@ -969,6 +970,12 @@ class Training:
     # NVLink one per distinct destination GPU, not one per routed expert. False: the alltoall dispatcher (one copy
     # per routed expert). Traced placements (expert_trace) always count per-node and per-GPU copies.
     ep_dedup: bool = False
+    # FP8 attention (Transformer Engine fp8_dot_product_attention: cuDNN's FP8 SDPA). Full attention runs at the
+    # 16-bit attention rate either way: cuDNN's training benchmark times MXFP8 causal attention (forward +
+    # backward, d 128) at 0.91-1.05x the BF16 kernel's speed on GB200 and GB300 from 2k to 8k keys. Its backward
+    # does not skip the key blocks outside a sliding window, so a window layer's backward costs a full causal
+    # layer's (cost/compute.py); the forward skips them as the 16-bit kernel does.
+    fp8_attention: bool = False
     # CUDA graphs (Megatron-Core --cuda-graph-impl / --cuda-graph-scope): "none" launches every kernel from the host;
     # "partial": Transformer Engine graphs of the attention, router and MoE-preprocess scopes, the expert GEMMs
     # (dynamic token counts) still launched one by one; "full": one graph for the whole iteration (experts padded

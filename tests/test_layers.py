@@ -205,6 +205,50 @@ def test_window_wider_than_the_sequence_is_full_attention_and_sinks_cost_nothing
     assert float(half.attn_fwd_s) < float(base.attn_fwd_s)
 
 
+
+def test_fp8_attention_backward_sweeps_a_window_layers_whole_causal_triangle():
+    """cuDNN's FP8 SDPA backward does not skip the key blocks outside a sliding window (NVIDIA/cudnn-frontend
+    benchmark/sdpa_benchmark_training/results/gpt_oss/gb200, 128-key window, d 64: FP8 backward 1.731 ms at 4k keys,
+    6.176 at 8k, x3.57 like full causal work; BF16 0.465 and 0.911 ms, x1.96 like the window's); its forward and a
+    full layer's attention run as at 16 bits (Training.fp8_attention)."""
+    import dataclasses
+    from sax_jax.cost.compute import FLASH_BWD_RATIO, layer_times
+    import sax_jax as sx
+    from sax_jax.config import load_gpu
+    from sax_jax.params import build_params
+    sc = sx.load_scenario(os.path.join(configs_dir(), "scenarios", "default.yaml"))
+    gpu = load_gpu(os.path.join(configs_dir(), "hardware", "GB200.yaml"))
+    oss = bundled_model("gpt-oss-120b")
+    every = S.SlidingWindowSpec(window=128, layers=oss.layers)  # every layer windowed: the backward's scaling alone
+
+    def times(seq, fp8, window=oss.sliding_window):
+        train = dataclasses.replace(sc.training, seq_len=seq, fp8_attention=fp8)
+        m = dataclasses.replace(oss, sliding_window=window)
+        scn = dataclasses.replace(sc, model=m, training=train, system=dataclasses.replace(sc.system, gpu=gpu))
+        p = build_params(scn, jnp.float64)
+        return layer_times(1.0, 1.0, 1.0, float(seq), p.model, p.gpu, p.train)
+
+    mixed16, mixed8, full = times(4096, False), times(4096, True), times(4096, False, None)
+    # the forward is the 16-bit kernel's, window skipped; full-attention models see no change at all
+    assert float(mixed8.fwd_s) == float(mixed16.fwd_s)
+    assert float(times(4096, True, None).bwd_s) == float(full.bwd_s)
+    # the backward's attention is a full causal layer's for every layer: 2.5 x the unwindowed forward
+    extra = float(mixed8.bwd_s) - float(mixed16.bwd_s)
+    np.testing.assert_allclose(extra, FLASH_BWD_RATIO * (float(full.attn_fwd_s) - float(mixed16.attn_fwd_s)),
+                               rtol=1e-9)
+    assert extra > 0.0
+    # 4k -> 8k keys, every layer windowed: FP8's backward attention grows like full causal work (benchmark x3.57),
+    # BF16's like the window's (x1.96)
+
+    def bwd_attention(seq, fp8):
+        lt = times(seq, fp8, every)
+        return float(lt.bwd_s) - (float(times(seq, False, every).bwd_s) - FLASH_BWD_RATIO * float(lt.attn_fwd_s)) \
+            if fp8 else FLASH_BWD_RATIO * float(lt.attn_fwd_s)
+    grow8 = bwd_attention(8192, True) / bwd_attention(4096, True)
+    grow16 = bwd_attention(8192, False) / bwd_attention(4096, False)
+    assert grow8 == pytest.approx(6.176 / 1.731, rel=0.1)
+    assert grow16 == pytest.approx(0.911 / 0.465, rel=0.05)
+
 def test_bad_sliding_window_yaml_names_file_key_value(tmp_path):
     base = open(os.path.join(MODELS, "gpt-oss-120b.yaml")).read()
     bad = tmp_path / "w.yaml"

@@ -209,7 +209,10 @@ def test_fp8_attention_recipes_are_read_and_reported_as_approximated():
     cases, _ = V.load_cases(dataset="megatron-bridge-gb300")
     note = "FP8 attention (fp8_dot_product_attention) is modelled at the 16-bit attention rate"
     for c in cases:
-        assert (note in c.approximations) == (c.id in fp8)
+        assert any(x.startswith(note) for x in c.approximations) == (c.id in fp8)
+        # the flag reaches the model (a window layer's backward: test_layers), with the recipe it came from
+        assert c.scenario.training.fp8_attention == (c.id in fp8)
+        assert any(f.startswith("fp8_attention=yes (recipe ") for f in c.filled) == (c.id in fp8)
 
 
 def test_folding_with_one_tensor_rank_is_the_plain_layout(moe):
