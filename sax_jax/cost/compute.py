@@ -283,16 +283,17 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     r = window_keys_ratio(seq, model)
     window_slowdown = jnp.where(model.window > 0,
                                 attn_eff * ((1.0 - wf) / attn_eff + wf * r / win_eff) / (1.0 - wf + wf * r), 1.0)
-    attn_flash_f = 0.5 * (attn * window_slowdown) * (span / seq) / split / (g.peak_flops_16bit * attn_eff)
+    # seconds per attention FLOP of the causal kernel on one GPU (the half it computes, the packed share, the split)
+    flash_s_per_flop = 0.5 * (span / seq) / split / (g.peak_flops_16bit * attn_eff)
+    attn_flash_f = attn * window_slowdown * flash_s_per_flop
     # FP8 attention's backward (cuDNN's FP8 SDPA, Training.fp8_attention) sweeps every key block of the causal
     # triangle even in a sliding-window layer: NVIDIA/cudnn-frontend benchmark/sdpa_benchmark_training/results/gpt_oss
     # (GB200, GB300; 128-key window, d 64) time the FP8 and MXFP8 window backward at 1.7-2.1 ms at 4k keys, 6.2-7.4
     # at 8k, 23-28 at 16k, 90-108 at 32k (x3.6-3.9 per doubling: the s^2 of full causal work), the BF16 one at
     # 0.47, 0.91, 1.8, 3.7 ms (x2: the window's s W). Its window layers' backward is then a full causal layer's, at
     # the full layers' efficiency; the forward skips the blocks as the 16-bit kernel does (161-179 TFLOP/s either way)
-    attn_flash_nowin_f = 0.5 * (model.attn_fraction * attn_full) * (span / seq) / split / (g.peak_flops_16bit
-                                                                                        * attn_eff)
-    attn_flash_b = FLASH_BWD_RATIO * jnp.where((train.fp8_attn > 0) & (model.window > 0), attn_flash_nowin_f,
+    # (without a window both are the same time, so the flag needs no window test)
+    attn_flash_b = FLASH_BWD_RATIO * jnp.where(train.fp8_attn > 0, model.attn_fraction * attn_full * flash_s_per_flop,
                                                attn_flash_f)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
