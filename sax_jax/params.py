@@ -244,7 +244,7 @@ class TrainP(NamedTuple):
     mtp_layers: jnp.ndarray | float = 0.0
     offload_layers: jnp.ndarray | float = 0.0  # layers per GPU whose activations sit in host memory (cost/offload.py)
     ep_overlap: jnp.ndarray | float = 0.0  # 1: MoE all-to-alls overlap another microbatch's compute
-    ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node / GPU (DeepEP, HybridEP)
+    ep_dedup: jnp.ndarray | float = 0.0  # 1: one copy of a token per remote node / GPU, no sort (DeepEP, HybridEP)
     fp8_attn: jnp.ndarray | float = 0.0  # 1: FP8 attention (its backward sweeps a window layer's whole causal triangle)
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
     graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)

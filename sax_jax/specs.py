@@ -968,7 +968,9 @@ class Training:
     # NVLink (Megatron-Core's flex dispatcher with DeepEP or HybridEP; DeepEP's internode kernels, DeepSeek-V3
     # arXiv 2412.19437 section 3.2.2): what crosses the network is one copy per distinct remote node, and over
     # NVLink one per distinct destination GPU, not one per routed expert. False: the alltoall dispatcher (one copy
-    # per routed expert). Traced placements (expert_trace) always count per-node and per-GPU copies.
+    # per routed expert, and with several local experts a sort of the received rows by expert and back: two more
+    # memory passes, cost/compute.py alltoall_sort_bytes_per_token). Traced placements (expert_trace) always count
+    # per-node and per-GPU copies.
     ep_dedup: bool = False
     # FP8 attention (Transformer Engine fp8_dot_product_attention: cuDNN's FP8 SDPA). Full attention runs at the
     # 16-bit attention rate either way: cuDNN's training benchmark times MXFP8 causal attention (forward +

@@ -4,6 +4,7 @@ microbatch's compute. Each defaults to what the model did before (tests/test_gol
 import dataclasses
 import os
 
+import jax.numpy as jnp
 import pytest
 
 import sax_jax as sx
@@ -175,6 +176,33 @@ def test_ep_dedup_sends_less_across_nodes_and_inside_one(moe):
     assert dedup["breakdown"]["ep"] < plain["breakdown"]["ep"]
 
 
+def test_alltoall_dispatcher_sorts_the_received_rows_by_local_expert_and_back(moe):
+    """Megatron-Core's alltoall dispatcher with several local experts sorts the received rows by local expert after
+    the dispatch and back before the combine (token_dispatcher.py sort_chunks_by_idxs), each pass reading and
+    writing the top_k rows a token sent: DeepSeek-V3 adds 2 x 2 x 8 x 7168 x 2 B per token and MoE layer (58 of 61
+    layers) in the forward, charged like every memory-bound kernel (the backward MEMORY_BWD_RATIO x). The flex
+    dispatcher (ep_dedup) has no second sort, nor has a GPU that holds one expert."""
+    import jax
+    from sax_jax.cost.compute import MEMORY_BWD_RATIO, alltoall_sort_bytes_per_token
+    with jax.enable_x64(True):
+        def times(sc, ep):
+            p = build_params(sc, jnp.float64)
+            return layer_times(1.0, 1.0, 1.0, p.train.seq, p.model, p.gpu, p.train, ep=ep), p
+
+        (plain, p), (flex, _) = times(moe, 8.0), times(_with(moe, ep_dedup=True), 8.0)
+        per_token = float(alltoall_sort_bytes_per_token(p.model))
+        assert per_token == pytest.approx(58 / 61 * 2 * 2 * 8 * 7168 * 2, rel=1e-12)
+        extra_fwd = float(p.gpu.elementwise_factor * p.train.seq * per_token / (p.gpu.hbm_Bps * p.gpu.memory_bound))
+        assert float(plain.fwd_s - flex.fwd_s) == pytest.approx(extra_fwd, rel=1e-9)
+        assert float(plain.bwd_s - flex.bwd_s) == pytest.approx(MEMORY_BWD_RATIO * extra_fwd, rel=1e-9)
+        assert float(plain.recompute_selective_s) == float(flex.recompute_selective_s)  # the sort is not recomputed
+        # 256 experts over 256 EP ranks: one expert per GPU, nothing to sort under either dispatcher
+        (one, _), (one_flex, _) = times(moe, 256.0), times(_with(moe, ep_dedup=True), 256.0)
+        assert float(one.fwd_s) == float(one_flex.fwd_s) and float(one.bwd_s) == float(one_flex.bwd_s)
+    dense = build_params(_with(sx.load_scenario("mixtral-moe"), ep_dedup=False)).model._replace(moe_fraction=0.0)
+    assert float(alltoall_sort_bytes_per_token(dense)) == 0.0
+
+
 def test_distinct_gpu_ratio_is_the_hypergeometric_count():
     """Qwen3-30B-A3B (128 experts, top 8) at EP 8: a GPU holds 16 experts and gets the token unless all 8 picks are
     elsewhere, q = C(112, 8) / C(128, 8); 8 (1 - q) = 5.3 copies instead of 8 (HybridEP: "no redundant
@@ -259,7 +287,9 @@ def test_memory_is_the_first_stage_not_the_slowest(moe):
     """61 layers at PP 4 (DeepSeek-V3): the last stage (13 layers + MTP + loss) is the slowest, the first holds 16
     layers; its weights and activations are what must fit: the memory of 64 layers at PP 4 (16 on every stage; only
     the dense layers' share differs, 3 of 61 or of 64), well above 52 layers' (13 per stage)."""
-    sc = _with(moe, mtp_layers=1, pipeline_split="filled")
+    # the flex dispatcher, as DeepSeek-V3's recipes run it (the alltoall dispatcher's sort makes every layer dearer
+    # and the first stage's 16 layers the slowest)
+    sc = _with(moe, mtp_layers=1, pipeline_split="filled", ep_dedup=True)
     axes = {"pp": 4, "ep": 8, "tp": 2}
     filled = _cost(sc, **axes)
     p = build_params(sc)

@@ -306,9 +306,13 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     sublayers = (model.attn_fraction + model.mlp_fraction + model.mamba_fraction) / 2.0
     dense_ffn, expert_ffn = activated_ffn_parts(model)
     act_bytes_per_ffn = g.elementwise_factor * tokens * ELEMENTWISE_BYTES_PER_F * model.mlp_mats / 2.0 / t
+    # the alltoall dispatcher sorts the received rows by local expert and back (alltoall_sort_bytes_per_token); the
+    # flex dispatchers (Training.ep_dedup) do not, and with one local expert there is nothing to sort
+    sort_bytes = jnp.where((train.ep_dedup > 0) | (model.experts <= jnp.maximum(ep, 1.0)), 0.0,
+                           alltoall_sort_bytes_per_token(model))
     elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
                            + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t
-                           + moe_permute_bytes_per_token(model) / sp_split)
+                           + (moe_permute_bytes_per_token(model) + sort_bytes) / sp_split)
     # eager RoPE on this GPU's query heads and key heads (a GQA key head shared by more TP ranks than there are key
     # heads is replicated on each); zero unless the model's RoPE is YaRN-scaled and the framework cannot fuse that
     rotated = (model.heads / t + jnp.maximum(model.kv_heads / t, 1.0)) * model.head_dim * model.attn_fraction
@@ -417,6 +421,21 @@ def moe_permute_bytes_per_token(model):
     """0 for a dense model (moe_fraction 0)."""
     width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
     return model.moe_fraction * 2.0 * (1.0 + model.top_k) * width * PERMUTE_BYTES_PER_ELEMENT
+
+
+# Megatron-Core's alltoall dispatcher (MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py,
+# NVIDIA/Megatron-LM at d98e8a64dd) receives its rows grouped by source rank; with more than one local expert it sorts
+# them by local expert before the grouped GEMM (dispatch_postprocess, "Permutation 2": sort_chunks_by_idxs) and back
+# by source rank before the combine (combine_preprocess, "Unpermutation 2"; with experts padded to capacity a
+# transpose and copy instead): two more read-and-write passes over the ~top_k rows each token sent, 4 top_k rows per
+# token and MoE layer in the forward, on top of moe_permute_bytes_per_token. The flex dispatcher (DeepEP, HybridEP;
+# Training.ep_dedup) permutes what it receives once, by local expert (get_permuted_hidden_states_by_experts), and
+# has no second sort.
+def alltoall_sort_bytes_per_token(model):
+    """Bytes per token and layer (averaged over the layers) of the alltoall dispatcher's sort by local expert and
+    back, forward; 0 for a dense model."""
+    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
+    return model.moe_fraction * 2.0 * 2.0 * model.top_k * width * PERMUTE_BYTES_PER_ELEMENT
 
 
 def activated_ffn_parts(model, imbalance=None):
