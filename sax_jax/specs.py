@@ -983,7 +983,8 @@ class Training:
     # (dynamic token counts) still launched one by one; "full": one graph for the whole iteration (experts padded
     # to fixed shapes), no host launches left. What each one removes: cost/compute.py (host-launched MoE work).
     # Experts padded to capacity (token drop) need no host sync even without graphs ("partial"), and per-layer
-    # graphs of such layers replay the expert GEMMs too ("full"): validation.cuda_graphs_of.
+    # graphs of such layers replay the expert GEMMs too ("full"); Megatron-Core's alltoall dispatcher, dropless,
+    # syncs before its all-to-all under any partial graphs ("none"): validation.cuda_graphs_of.
     cuda_graphs: str = "none"
     # How an FP8/FP4 recipe scales the tensors it quantizes (cost/quantize.py): "delayed" (Transformer Engine's
     # DelayedScaling: the scale from an amax history, one cast pass), "current" (TE Float8CurrentScaling, torchao

@@ -669,7 +669,7 @@ def RECIPES() -> dict:
         return {r["id"]: r for r in csv.DictReader(fh)}
 
 
-def cuda_graphs_of(recipe_value: str, static_experts: bool = False) -> str:
+def cuda_graphs_of(recipe_value: str, static_experts: bool = False, alltoall_dispatcher: bool = False) -> str:
     """recipes.csv cuda_graph (impl:scope) as Training.cuda_graphs: a full-iteration graph is "full"; Transformer
     Engine graphs whose scope takes in the MoE router (or every layer: scope default) are "partial"; graphs of
     other scopes only (e.g. Mamba mixers) leave the MoE path eager: "none".
@@ -679,12 +679,21 @@ def cuda_graphs_of(recipe_value: str, static_experts: bool = False) -> str:
     dispatcher then knows the token counts without asking the GPU (moe/token_dispatcher.py: drop_and_pad skips the
     device-to-host copy and sync), so the MoE forward never waits on the host: "partial" even without graphs. And
     Megatron-Core's per-layer graphs (enable_cuda_graph, scope "full": the whole transformer layer; recipes.csv
-    "local:full") then replay the fixed-shape expert GEMMs too: "full", every host launch of the MoE path gone."""
+    "local:full") then replay the fixed-shape expert GEMMs too: "full", every host launch of the MoE path gone.
+
+    alltoall_dispatcher: the recipe runs Megatron-Core's alltoall dispatcher (not the flex one). Dropless, it waits on
+    the host in every forward whatever the graph scope: token_dispatcher.py MoEAlltoAllTokenDispatcher.preprocess
+    sets the sync point "before_ep_alltoall" (with EP or TP > 1; "before_finish" without) because its all-to-all
+    takes the split sizes as host values, and a graphed moe_preprocess scope only moves the device-to-host copy to
+    that point (cuda_dtoh_point). So Transformer Engine's router/preprocess graphs leave its MoE path eager:
+    "none"."""
     impl, _, scope = recipe_value.partition(":")
     if impl == "" or impl == "none":
         return "partial" if static_experts else "none"
     if "full_iteration" in (impl, scope):
         return "full"
+    if alltoall_dispatcher and not static_experts:
+        return "none"
     if impl == "local" and scope == "full":
         return "full" if static_experts else "partial"
     scopes = set(scope.split("+"))
@@ -749,11 +758,14 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
         approx.append("FP8 attention (fp8_dot_product_attention) is modelled at the 16-bit attention rate (cuDNN "
                       "MXFP8 SDPA: 0.91-1.05x BF16 on GB200/GB300), a window layer's backward as full causal")
     static = recipe.get("token_drop") == "true"
-    graphs = cuda_graphs_of(recipe["cuda_graph"], static)
+    graphs = cuda_graphs_of(recipe["cuda_graph"], static, alltoall_dispatcher=recipe["dispatcher"] != "flex")
     if graphs != "none":
         out["cuda_graphs"] = graphs
         how = "; ".join(x for x in (recipe["cuda_graph"], "experts padded to capacity" if static else "") if x)
         filled.append(f"cuda_graphs={graphs} (recipe {src}: {how})")
+    elif recipe["cuda_graph"] not in ("", "none") and cuda_graphs_of(recipe["cuda_graph"], static) != "none":
+        filled.append(f"cuda_graphs=none (recipe {src}: {recipe['cuda_graph']} with the alltoall dispatcher, which "
+                      "still waits on the host before its all-to-all)")
     if recipe["offload"]:
         m = re.fullmatch(r"cpu_offloading_num_layers=(\d+)", recipe["offload"])
         if m and int(v.get("pp", 1)) == 1:

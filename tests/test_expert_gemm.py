@@ -106,6 +106,31 @@ def test_experts_padded_to_capacity_never_wait_on_the_host(recipe, graphs):
     assert cuda_graphs_of(recipe, static_experts=True) == graphs
 
 
+@pytest.mark.parametrize("recipe, graphs", [
+    ("", "none"), ("full_iteration:default", "full"), ("transformer_engine:attn+moe_router+moe_preprocess", "none"),
+    ("transformer_engine:moe_router+moe_preprocess", "none"), ("transformer_engine:default", "none"),
+    ("local:full", "none")])
+def test_the_alltoall_dispatcher_waits_on_the_host_under_partial_graphs(recipe, graphs):
+    """Megatron-Core's alltoall dispatcher, dropless, syncs before its all-to-all (token_dispatcher.py preprocess:
+    "before_ep_alltoall", the split sizes as host values) whatever the graph scope; only a full-iteration graph
+    (fixed shapes) or experts padded to capacity remove the wait."""
+    assert cuda_graphs_of(recipe, alltoall_dispatcher=True) == graphs
+    assert cuda_graphs_of(recipe, static_experts=True, alltoall_dispatcher=True) == \
+        cuda_graphs_of(recipe, static_experts=True)
+
+
+def test_recipes_on_the_alltoall_dispatcher_keep_their_host_wait():
+    """GPT-OSS 120B on GB300 (26.04): TE graphs of attention, router and preprocess with the alltoall dispatcher:
+    eager MoE path; Qwen3-30B-A3B on GB300 (26.04): the same graphs with the flex dispatcher (HybridEP): partial."""
+    from sax_jax import validation as V
+    cases, _ = V.load_cases(dataset="megatron-bridge-gb300")
+    c = {x.id: x.scenario.training for x in cases}
+    assert c["mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280"].cuda_graphs == "none"
+    gpt = next(x for x in cases if x.id == "mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280")
+    assert any(f.startswith("cuda_graphs=none") and "alltoall dispatcher" in f for f in gpt.filled)
+    assert c["mb-26.04-gb300-qwen3-30b-a3b-pretrain-mxfp8-8g-gbs512"].cuda_graphs == "partial"
+
+
 def test_unknown_cuda_graph_scope_names_the_key():
     with pytest.raises(S.ConfigError, match="training.cuda_graphs"):
         S.Training(64, 4096, cuda_graphs="everything").validate("scenario.yaml")
