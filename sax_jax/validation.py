@@ -758,7 +758,9 @@ def _apply_recipe(recipe, row, v, filled, approx) -> dict:
         approx.append("FP8 attention (fp8_dot_product_attention) is modelled at the 16-bit attention rate (cuDNN "
                       "MXFP8 SDPA: 0.91-1.05x BF16 on GB200/GB300), a window layer's backward as full causal")
     static = recipe.get("token_drop") == "true"
-    graphs = cuda_graphs_of(recipe["cuda_graph"], static, alltoall_dispatcher=recipe["dispatcher"] != "flex")
+    # (a dense model has no dispatcher: its graphs only matter to MoE layers, and its report names no dispatcher)
+    alltoall = recipe["dispatcher"] != "flex" and row.get("experts", "").strip() not in ("", "0")
+    graphs = cuda_graphs_of(recipe["cuda_graph"], static, alltoall_dispatcher=alltoall)
     if graphs != "none":
         out["cuda_graphs"] = graphs
         how = "; ".join(x for x in (recipe["cuda_graph"], "experts padded to capacity" if static else "") if x)

@@ -128,6 +128,11 @@ def test_recipes_on_the_alltoall_dispatcher_keep_their_host_wait():
     assert c["mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280"].cuda_graphs == "none"
     gpt = next(x for x in cases if x.id == "mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280")
     assert any(f.startswith("cuda_graphs=none") and "alltoall dispatcher" in f for f in gpt.filled)
+    # a dense model has no dispatcher: Llama 3 8B's per-layer graphs (25.09, local:full) keep their mapping and report
+    b200, _ = V.load_cases(dataset="megatron-bridge-b200")
+    llama = next(x for x in b200 if x.id == "mb-25.09-b200-llama3-8B-pretrain-fp8-8g-gbs128")
+    assert llama.scenario.training.cuda_graphs == "partial"
+    assert not any("alltoall dispatcher" in f for f in llama.filled)
     assert c["mb-26.04-gb300-qwen3-30b-a3b-pretrain-mxfp8-8g-gbs512"].cuda_graphs == "partial"
 
 

@@ -417,10 +417,14 @@ def tp_gemms(qkv, proj, mlp, m_gemm, rep, model, gt) -> TpGemms:
 PERMUTE_BYTES_PER_ELEMENT = 2.0
 
 
+def dispatched_width(model):
+    """Width of the rows an MoE layer dispatches: the hidden size, or LatentMoE's latent."""
+    return jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
+
+
 def moe_permute_bytes_per_token(model):
     """0 for a dense model (moe_fraction 0)."""
-    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
-    return model.moe_fraction * 2.0 * (1.0 + model.top_k) * width * PERMUTE_BYTES_PER_ELEMENT
+    return model.moe_fraction * 2.0 * (1.0 + model.top_k) * dispatched_width(model) * PERMUTE_BYTES_PER_ELEMENT
 
 
 # Megatron-Core's alltoall dispatcher (MoEAlltoAllTokenDispatcher, megatron/core/transformer/moe/token_dispatcher.py,
@@ -434,8 +438,7 @@ def moe_permute_bytes_per_token(model):
 def alltoall_sort_bytes_per_token(model):
     """Bytes per token and layer (averaged over the layers) of the alltoall dispatcher's sort by local expert and
     back, forward; 0 for a dense model."""
-    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
-    return model.moe_fraction * 2.0 * 2.0 * model.top_k * width * PERMUTE_BYTES_PER_ELEMENT
+    return model.moe_fraction * 2.0 * 2.0 * model.top_k * dispatched_width(model) * PERMUTE_BYTES_PER_ELEMENT
 
 
 def activated_ffn_parts(model, imbalance=None):

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from .collectives import all_to_all_levels_s, bottleneck, launch_s
+from .compute import dispatched_width
 from .expert_placement import level_fractions
 from .overlap import exposed_s, nccl_price
 from .terms import Term
@@ -21,8 +22,7 @@ BWD_ALLTOALLS = 2.0
 
 def moe_alltoall_bytes(tokens_per_gpu, model, act_bytes=2.0):
     # LatentMoE dispatches the tokens after their down projection: latent-wide rows instead of hidden-wide
-    width = jnp.where(model.moe_latent > 0, model.moe_latent, model.hidden)
-    return tokens_per_gpu * width * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
+    return tokens_per_gpu * dispatched_width(model) * act_bytes * model.top_k * (1.0 - model.locality) * model.imbalance
 
 
 def distinct_ratio(n, model):
