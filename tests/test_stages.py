@@ -76,3 +76,46 @@ def test_pipeline_units_bound_feasibility():
     for pp, vpp, ok in ((16, 8, True), (2, 64, True), (1, 127, False)):
         d = sc.space.design(dict(base, pp=pp, vpp=vpp, schedule="interleaved" if vpp > 1 else "1f1b"))
         assert (not evaluate_one(sc, d)["violation"] & bit) == ok, (pp, vpp)
+
+
+def _deepseek_pp16():
+    """DeepSeek-V3 on 256 B200 at PP 16 (Megatron-Bridge 25.09): 61 layers as 15 chunks of 4 and 1, so the first
+    stage holds 4 layers and the last 1 + MTP + the output layer, with EP 8 all-to-alls in every MoE layer."""
+    from sax_jax import validation as V
+    from sax_jax.params import build_params
+    cases, _ = V.load_cases()
+    case = next(c for c in cases if c.id == "mb-25.09-b200-deepseek-v3-pretrain-fp8-256g-gbs2048")
+    return build_params(case.scenario), case.scenario.space.design(case.design)
+
+
+def test_slowest_stage_weighs_the_communication_each_layer_exposes():
+    """The stage split is chosen on a layer's kernels and the TP/CP/EP communication it leaves exposed. On kernels
+    alone a faster layer (here: each local expert's grouped-GEMM launch 2.3 us shorter) makes the last stage (1 layer
+    + MTP + output layer) look the slowest, and the step then counted the EP all-to-alls of 1 layer where the first
+    stage runs 4: DeepSeek-V3's step fell 1.4 s (10%) for that 2.3 us."""
+    import jax.numpy as jnp
+    from sax_jax.cost.context import context, restaged
+    from sax_jax.cost.moe import ep_term
+    from sax_jax.cost.step import stage_layer_s, step_time
+    params, d = _deepseek_pp16()
+    for us in (32.76, 30.5):
+        p = params._replace(gpu=params.gpu._replace(expert_gemm_s=jnp.float32(us * 1e-6)))
+        ctx = context(p, d)
+        layer_s = stage_layer_s(ctx, d, p)
+        staged = restaged(ctx, p.model, p.train, d.pp, d.vpp, layer_s)
+        # the first stage: 4 layers with their all-to-alls, more than 1 layer + MTP + the output layer
+        assert float(4.0 * layer_s) > float(layer_s + staged.last_extra_s)
+        assert (float(staged.layers_stage), float(staged.with_logits)) == (4.0, 0.0)
+        cost = step_time(p, d)
+        # the EP term is the first stage's: 4 layers' all-to-alls per microbatch (plus EPLB's step part, 0 here)
+        one = ctx._replace(layers_stage=jnp.ones_like(ctx.layers_stage))
+        ep_layer_s = float(ep_term(one, d, p.model, p.train, p.gpu, p.experts)[0].stage_s)
+        assert ep_layer_s > 0.0
+        assert float(cost.breakdown.ep) == pytest.approx(float(ctx.microbatches) * 4.0 * ep_layer_s, rel=1e-5)
+    # and the step is continuous in the launch time: 0.25 us steps move it by what 0.25 us of launches costs
+    steps = []
+    for us in (31.5, 31.25, 31.0, 30.75, 30.5):
+        p = params._replace(gpu=params.gpu._replace(expert_gemm_s=jnp.float32(us * 1e-6)))
+        steps.append(float(step_time(p, d).step_time_s))
+    jumps = [abs(a - b) / a for a, b in zip(steps, steps[1:])]
+    assert max(jumps) < 0.005, steps

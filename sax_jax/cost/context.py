@@ -101,6 +101,9 @@ class Context(NamedTuple):
     with_logits: jax.Array  # 1 if the slowest stage runs the output layer and loss
     other_layers: jax.Array  # layers on every stage but the last
     last_extra_s: jax.Array  # output layer, loss and MTP of the last stage, forward + backward
+    last_logits_fwd_s: jax.Array  # the last stage's output layer and loss, forward (whichever stage is the slowest)
+    last_logits_bwd_s: jax.Array  # and backward
+    last_mtp_s: jax.Array  # its multi-token-prediction modules, forward + backward
 
 
 def context(params, d, share: StageShare | None = None) -> Context:
@@ -174,6 +177,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
         model.layers, pp, vpp, layer.fwd_s + layer.bwd_s, logits_fwd_s + logits_bwd_s, mtp_s, train.pipeline_split)
     if share is not None:  # one GPU type of a heterogeneous system (cost/hetero.py)
         layers_stage, with_logits, layers_first = share.layers_stage, share.with_logits, share.layers_first
+    last_logits_fwd_s, last_logits_bwd_s, last_mtp_s = logits_fwd_s, logits_bwd_s, mtp_s
     logits_fwd_s, logits_bwd_s = with_logits * logits_fwd_s, with_logits * logits_bwd_s
     mtp_s = with_logits * mtp_s
     # the first stage's weights: the most memory (with its microbatches in flight), and under 1F1B the stage whose
@@ -196,4 +200,21 @@ def context(params, d, share: StageShare | None = None) -> Context:
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,
         params_adapter=adapter_params_per_layer(model, train) * layers_first / tp,
-        with_logits=with_logits, other_layers=other_layers, last_extra_s=last_extra_s)
+        with_logits=with_logits, other_layers=other_layers, last_extra_s=last_extra_s,
+        last_logits_fwd_s=last_logits_fwd_s, last_logits_bwd_s=last_logits_bwd_s, last_mtp_s=last_mtp_s)
+
+
+def restaged(ctx: Context, model, train, pp, vpp, layer_s) -> Context:
+    """``ctx`` with the slowest stage chosen again on ``layer_s``: one layer's seconds with everything a stage pays
+    per layer (its kernels, their recompute, and the tensor-, context- and expert-parallel communication it leaves
+    exposed), where context() could weigh its kernels only. The stages hold different numbers of layers and only the
+    last runs the output layer, the loss and MTP: weighed on kernels alone, a last stage with fewer layers could be
+    taken for the slowest while the first, with more layers and as many all-to-alls per layer, sets the pace, and the
+    step would count that communication for the last stage's layers only (DeepSeek-V3 at PP 16: 4 layers on the
+    first stage, 1 + MTP + the output layer on the last)."""
+    layers_stage, with_logits, other_layers, _ = stage_layers(
+        model.layers, pp, vpp, layer_s, ctx.last_logits_fwd_s + ctx.last_logits_bwd_s, ctx.last_mtp_s,
+        train.pipeline_split)
+    return ctx._replace(layers_stage=layers_stage, with_logits=with_logits, other_layers=other_layers,
+                        logits_fwd_s=with_logits * ctx.last_logits_fwd_s,
+                        logits_bwd_s=with_logits * ctx.last_logits_bwd_s, mtp_s=with_logits * ctx.last_mtp_s)

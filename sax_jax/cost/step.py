@@ -20,7 +20,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .compute import compute_term, model_flops_per_sequence
-from .context import context
+from .context import context, restaged
 from .context_parallel import cp_term
 from .dp import dp_term
 from .expert_placement import placed_params
@@ -39,6 +39,18 @@ from .tensor_parallel import tp_term
 from .terms import Breakdown, Cost
 
 
+def stage_layer_s(ctx, d, params):
+    """One layer's seconds on a pipeline stage with everything the stage pays per layer: its kernels and their
+    recompute, and the TP, CP and EP communication it leaves exposed (each of those terms is its per-layer cost times
+    the stage's layers, so one layer is the term of a one-layer stage with no output layer). The ZeRO-3 gathers,
+    overlapped with the stage's whole compute, are left to the dp term."""
+    model, train, gpu = params.model, params.train, params.gpu
+    zero = jnp.zeros_like(ctx.logits_fwd_s)
+    one = ctx._replace(layers_stage=jnp.ones_like(ctx.layers_stage), logits_fwd_s=zero, logits_bwd_s=zero, mtp_s=zero)
+    return (compute_term(one, d, model).stage_s + tp_term(one, d, train, gpu, model)[0].stage_s
+            + cp_term(one, d, model, train, gpu)[0].stage_s + ep_term(one, d, model, train, gpu, params.experts)[0].stage_s)
+
+
 def step_time(params, d, share=None) -> Cost:
     """Cost of one design point ``d`` (a scalar-leaf ``space.Design``) under ``params`` (``params.Params``);
     ``share``: one GPU type's part of a heterogeneous system (cost/hetero.py, which calls back here per type)."""
@@ -51,6 +63,8 @@ def step_time(params, d, share=None) -> Cost:
     params = placed_params(params, d)  # MoE expert placement from a trace (no-op without one)
     model, train = params.model, params.train
     ctx = context(params, d, share)
+    if share is None:  # (a heterogeneous system's share fixes its own stage: cost/hetero.py)
+        ctx = restaged(ctx, model, train, d.pp, d.vpp, stage_layer_s(ctx, d, params))
     micro = ctx.microbatches
 
     # ---- one microbatch on the slowest stage: kernels and the communication they cannot hide
