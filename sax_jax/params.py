@@ -132,6 +132,7 @@ class GpuP(NamedTuple):
     elementwise_factor: jnp.ndarray  # the framework's elementwise HBM bytes / Megatron-TE's fused kernels
     straggler_cv: jnp.ndarray  # coefficient of variation of one GPU's kernel time (cost/straggler.py)
     expert_gemm_s: jnp.ndarray | float = 0.0  # fixed time per local expert per grouped-GEMM pass (compute.py)
+    gemm_half_graphed: jnp.ndarray | float = 0.0  # gemm_half_flops under a replayed CUDA graph (0: the same)
     moe_host_s: jnp.ndarray | float = 0.0  # host-bound time per MoE layer forward without CUDA graphs (compute.py)
     # compute slowdown beyond overlap_slowdown's SM share while a collective overlaps (HBM, L2, power), fitted
     # (Efficiency.overlap_contention, cost/overlap.nccl_price)
@@ -350,6 +351,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
     return _arrays(
         GpuP, dtype, peak_flops=g.peak_flops(training.precision), hbm_bytes=g.usable_bytes,
         hbm_Bps=g.hbm_GBps * 1e9, gemm_max=e.gemm_max, gemm_half_flops=e.gemm_half_flops,
+        gemm_half_graphed=e.gemm_half_flops_graphed,
         attention_max=e.attention_max * e.attention_part_factor * g.attention_kernel_factor(fw.attention_kernel),
         attention_half_seq=e.attention_half_seq,
         attention_half_seq_full=e.attention_half_seq_full if e.attention_half_seq_full > 0 else e.attention_half_seq,

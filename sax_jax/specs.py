@@ -109,6 +109,8 @@ RANGES = {
         "memory_bound": Range(0, 1, lo_open=True), "nvlink_bus": Range(0, 1, lo_open=True),
         "network_bus": Range(0, 1, lo_open=True),
         "gemm_half_flops": Range(0, 1e18, lo_open=True, why="GEMM size (FLOPs) at half of gemm_max"),
+        "gemm_half_flops_graphed": Range(0, 1e18, why="GEMM size (FLOPs) at half of gemm_max when a CUDA graph "
+                                         "replays it (0: gemm_half_flops)"),
         "layer_overhead_us": Range(0, 1e6, why="fixed time per layer, microseconds"),
         "attention_half_seq": Range(0, 1e9, why="keys per attention call at half of attention_max (0: flat)"),
         "attention_half_seq_full": Range(0, 1e9, why="keys per attention call without a causal diagonal at half of "
@@ -555,6 +557,11 @@ class Efficiency:
     nvlink_bus: float
     network_bus: float
     layer_overhead_us: float
+    # gemm_half_flops where a CUDA graph replays the GEMMs (Training.cuda_graphs "full"): the fitted
+    # gemm_half_flops comes from runs that launch every kernel from the host, so its fixed time per GEMM holds the
+    # host's launch work too, which a replayed graph does not do; what is left is the kernel's own (cost/compute.py
+    # gemm_half_for). 0 = gemm_half_flops (no graphed run tells them apart)
+    gemm_half_flops_graphed: float = 0.0
     # keys one attention kernel call sweeps per query at which the fused-attention efficiency is half of
     # attention_max (compute.attention_efficiency); 0 = no dependence on the sequence length
     attention_half_seq: float = 0.0

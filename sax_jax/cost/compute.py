@@ -83,6 +83,15 @@ def gemm_time_s(flops, peak_flops, eff_max, half_flops):
     return jnp.where(flops > 0, (flops + half_flops) / (peak_flops * eff_max), 0.0)
 
 
+def gemm_half_for(g, train):
+    """The GEMM half-work the layers see: gemm_half_flops, or where one CUDA graph replays the whole iteration
+    (train.graph_full) the graphed value (GpuSpec efficiency gemm_half_flops_graphed, never above the eager one). A
+    replayed graph issues no launch from the host: the per-GEMM fixed time fitted on eagerly launched runs keeps only
+    the kernel's own part."""
+    graphed = jnp.where(g.gemm_half_graphed > 0, jnp.minimum(g.gemm_half_graphed, g.gemm_half_flops), g.gemm_half_flops)
+    return jnp.where(train.graph_full > 0, graphed, g.gemm_half_flops)
+
+
 def attention_efficiency(s_kv, eff_max, half_seq):
     """Fused-attention efficiency for a kernel call sweeping s_kv keys per query: eff_max s_kv/(s_kv + half)."""
     return eff_max * s_kv / (s_kv + half_seq)
@@ -255,12 +264,13 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     share16 = bf16_layer_share(model, train, pp, vpp)
     peak = jnp.where(share16 > 0, 1.0 / ((1.0 - share16) / g.peak_flops + share16 / g.peak_flops_16bit),
                      g.peak_flops)
-    gt = lambda fl: gemm_time_s(fl / split, peak, g.gemm_max, g.gemm_half_flops)  # noqa: E731
+    half = gemm_half_for(g, train)
+    gt = lambda fl: gemm_time_s(fl / split, peak, g.gemm_max, half)  # noqa: E731
     # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
     # (the compressed latents are gathered afterwards), without it on the whole sequence
     rep = replicated_qkv_flops(mbs, seq, model)
     rep_split = jnp.where(train.seq_parallel > 0, split, c)
-    rep_f = gemm_time_s(rep / rep_split, peak, g.gemm_max, g.gemm_half_flops)
+    rep_f = gemm_time_s(rep / rep_split, peak, g.gemm_max, half)
     linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
@@ -297,7 +307,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
                                                attn_flash_f)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
-    gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)  # noqa: E731
+    gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, half)  # noqa: E731
     # unfused attention computes the whole score matrix and masks it: neither a window nor packing saves work there
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
@@ -340,7 +350,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # adapters (16-bit, like the attention core in FP8 recipes) forward 1x and backward 2x; without LoRA
     # adapter_f = 0 and frozen = 0
     adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, g.peak_flops_16bit,
-                            g.gemm_max, g.gemm_half_flops)
+                            g.gemm_max, half)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
     # host-launched MoE work (EXPERT_GEMMS_FWD above): the experts' GEMM passes, and the host wait, which only the
@@ -471,11 +481,13 @@ def mamba_bytes_per_token(model):
             + MAMBA_STATE_BYTES * d_in * model.mamba_state / model.mamba_chunk)
 
 
-def logits_times(tp, cp, mbs, seq, model, g):
+def logits_times(tp, cp, mbs, seq, model, g, train=None):
     """Output layer + cross-entropy on the last stage: (fwd, bwd) seconds. The output layer is 16-bit even in
-    FP8 training (outside Megatron's per-layer fp8 region; skipped by torchtitan's Float8 converter)."""
+    FP8 training (outside Megatron's per-layer fp8 region; skipped by torchtitan's Float8 converter). ``train``:
+    the Training parameters, for the GEMM half-work under CUDA graphs (gemm_half_for; None: launched eagerly)."""
     flops = 2.0 * mbs * seq * model.hidden * model.vocab / (tp * cp)
-    f = gemm_time_s(flops, g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops)
+    half = g.gemm_half_flops if train is None else gemm_half_for(g, train)
+    f = gemm_time_s(flops, g.peak_flops_16bit, g.gemm_max, half)
     ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * model.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
 

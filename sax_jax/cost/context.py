@@ -166,7 +166,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
     layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp, ep)
     # Uneven splits are real practice (Llama 3 405B put 126 layers on 16 stages), so pp need not divide the
     # layers; the slowest stage sets the pace and carries the output layer only if it is the last (stages.py).
-    logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu)
+    logits_fwd_s, logits_bwd_s = logits_times(tp, cp, mbs, seq, model, gpu, train)
     # multi-token prediction (Training.mtp_layers) on the last stage: per module one more layer (a transformer
     # layer: attention + MLP/MoE, i.e. two hybrid blocks) and one more output layer + loss. Its embedding
     # projection (2h -> h) and the MTP layer's all-to-alls are left out.
