@@ -5,7 +5,6 @@ with the file and key named."""
 import dataclasses
 import os
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -144,12 +143,10 @@ def test_b200_building_takes_more_layers_and_paces_less(hsc):
     assert paced_label(hsc.system, int(even.paced_by[0])).startswith("H100")
     assert float(opt.step_time_s[0]) < float(even.step_time_s[0])
     params = build_params(hsc)
-    from sax_jax.cost.context import context
-    from sax_jax.cost.hetero import layer_shares
+    from sax_jax.cost.hetero import layer_shares, type_contexts
     d = hsc.baseline_design("production-optimized")
-    h = params.hetero
-    ctx = jax.vmap(lambda g, n: context(params._replace(hetero=None, gpu=g, net=n), d))(h.gpu, h.net)
-    layers, _, _ = layer_shares(ctx, d, h, params.model.layers)
+    ctx, layer_s = type_contexts(params, d)
+    layers, _, _ = layer_shares(ctx, d, params.hetero, params.model.layers, layer_s)
     h100, b200 = (float(x) for x in layers)
     assert b200 > h100
     assert 4 * (h100 + b200) >= 126  # pp 8 over 2 buildings: 4 stages each hold all 126 layers
@@ -196,3 +193,45 @@ def test_bad_buildings_fail_with_the_file_and_key(tmp_path):
     p.write_text(text.replace("../hardware", hw) + f"  - gpu: {hw}/B200.yaml\n")
     with pytest.raises(ConfigError, match="one entry per building"):
         load_system(str(p))
+
+
+def test_a_building_whose_fabric_exposes_more_communication_takes_fewer_layers(default_scenario):
+    """Two buildings of the same GPU, the second with an NVLink 8x slower (56 GB/s per GPU, PCIe-class), and the
+    production layout (TP 8 inside each node, the pipeline across the buildings; 1F1B with full recompute) with TP
+    communication not overlapped:
+    every layer in the slow building exposes 8x the TP time. Weighed on kernels alone, as the split was before, the
+    two types look equally fast and the speed split is the even one; weighed on what a stage pays per layer
+    (stage_cost.stage_layer_s), the slow building's stages get fewer layers and the step is shorter than the even
+    split's, which the slow building paces."""
+    from sax_jax.cost.hetero import layer_shares, type_contexts
+    sc = default_scenario
+    inside = inside_levels(sc.system.levels)
+    assert inside[0].name == "node"
+    slow = (dataclasses.replace(inside[0], bandwidth_GBps=inside[0].bandwidth_GBps / 8.0),) + inside[1:]
+    gpu = sc.system.gpu
+    system = dataclasses.replace(sc.system, buildings=(BuildingSpec(gpu=gpu, levels=inside),
+                                                       BuildingSpec(gpu=dataclasses.replace(gpu, name="H100-slow-nvlink"),
+                                                                    levels=slow)))
+    het = dataclasses.replace(sc, system=system)
+    # (full recompute: the fast building's stages hold a third more layers than the even split and must fit in HBM)
+    over = {"overlap": "dp", "schedule": "1f1b", "vpp": 1, "recompute": "full"}
+    even_d = het.baseline_design("production", over | {"layer_split": "even"})
+    speed_d = het.baseline_design("production", over | {"layer_split": "speed"})
+    params = build_params(het)
+    ctx, layer_s = type_contexts(params, speed_d)
+    fast_s, slow_s = (float(x) for x in layer_s)
+    kernels = ctx.layer.fwd_s + ctx.layer.bwd_s
+    assert float(kernels[0]) == float(kernels[1])  # the same GPU: the same kernels
+    assert slow_s > 1.05 * fast_s  # the slow fabric's exposed TP time per layer
+    h, layers = params.hetero, params.model.layers
+    by_kernels, _, _ = layer_shares(ctx, speed_d, h, layers, kernels)
+    assert float(by_kernels[0]) == float(by_kernels[1])  # the old weighing: no difference between the buildings
+    by_layer, _, _ = layer_shares(ctx, speed_d, h, layers, layer_s)
+    assert float(by_layer[1]) < float(by_layer[0])
+    # each building holds pp/2 stages: the split still places every layer
+    assert 4 * (float(by_layer[0]) + float(by_layer[1])) >= layers
+    even, speed = evaluate(het, even_d), evaluate(het, speed_d)
+    assert bool(even.feasible[0]) and bool(speed.feasible[0])
+    assert paced_label(het.system, int(even.paced_by[0])).startswith("H100-slow")
+    # 16 + 16 layers per stage pair -> 22 + 11: 21.3 s -> 14.9 s here
+    assert float(speed.step_time_s[0]) < 0.8 * float(even.step_time_s[0])

@@ -96,7 +96,8 @@ def test_slowest_stage_weighs_the_communication_each_layer_exposes():
     import jax.numpy as jnp
     from sax_jax.cost.context import context, restaged
     from sax_jax.cost.moe import ep_term
-    from sax_jax.cost.step import stage_layer_s, step_time
+    from sax_jax.cost.stage_cost import last_stage_extra_s, stage_layer_s
+    from sax_jax.cost.step import step_time
     params, d = _deepseek_pp16()
     for us in (32.76, 30.5):
         p = params._replace(gpu=params.gpu._replace(expert_gemm_s=jnp.float32(us * 1e-6)))
@@ -104,7 +105,7 @@ def test_slowest_stage_weighs_the_communication_each_layer_exposes():
         layer_s = stage_layer_s(ctx, d, p)
         staged = restaged(ctx, p.model, p.train, d.pp, d.vpp, layer_s)
         # the first stage: 4 layers with their all-to-alls, more than 1 layer + MTP + the output layer
-        assert float(4.0 * layer_s) > float(layer_s + staged.last_extra_s)
+        assert float(4.0 * layer_s) > float(layer_s + last_stage_extra_s(staged))
         assert (float(staged.layers_stage), float(staged.with_logits)) == (4.0, 0.0)
         cost = step_time(p, d)
         # the EP term is the first stage's: 4 layers' all-to-alls per microbatch (plus EPLB's step part, 0 here)

@@ -100,7 +100,6 @@ class Context(NamedTuple):
     # the split of the layers over stages (stages.py), for heterogeneous buildings (cost/hetero.py)
     with_logits: jax.Array  # 1 if the slowest stage runs the output layer and loss
     other_layers: jax.Array  # layers on every stage but the last
-    last_extra_s: jax.Array  # output layer, loss and MTP of the last stage, forward + backward
     last_logits_fwd_s: jax.Array  # the last stage's output layer and loss, forward (whichever stage is the slowest)
     last_logits_bwd_s: jax.Array  # and backward
     last_mtp_s: jax.Array  # its multi-token-prediction modules, forward + backward
@@ -172,7 +171,6 @@ def context(params, d, share: StageShare | None = None) -> Context:
     # projection (2h -> h) and the MTP layer's all-to-alls are left out.
     per_layer = 2.0 / (model.attn_fraction + model.mlp_fraction + model.mamba_fraction)
     mtp_s = train.mtp_layers * (per_layer * (layer.fwd_s + layer.bwd_s) + logits_fwd_s + logits_bwd_s)
-    last_extra_s = logits_fwd_s + logits_bwd_s + mtp_s
     layers_stage, with_logits, other_layers, layers_first = stage_layers(
         model.layers, pp, vpp, layer.fwd_s + layer.bwd_s, logits_fwd_s + logits_bwd_s, mtp_s, train.pipeline_split)
     if share is not None:  # one GPU type of a heterogeneous system (cost/hetero.py)
@@ -200,7 +198,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,
         params_adapter=adapter_params_per_layer(model, train) * layers_first / tp,
-        with_logits=with_logits, other_layers=other_layers, last_extra_s=last_extra_s,
+        with_logits=with_logits, other_layers=other_layers,
         last_logits_fwd_s=last_logits_fwd_s, last_logits_bwd_s=last_logits_bwd_s, last_mtp_s=last_mtp_s)
 
 

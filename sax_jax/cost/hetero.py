@@ -28,7 +28,10 @@ import jax
 import jax.numpy as jnp
 
 from ..space import BatchSplit, LayerSplit, Schedule
-from .context import StageShare, context
+from .context import StageShare, context, restaged
+from .expert_placement import placed_params
+from .provision import provisioned
+from .stage_cost import last_stage_extra_s, stage_layer_s
 
 SEARCH_STEPS = 24  # bisection steps of min_max_split: exact for up to 2^24 units
 
@@ -92,11 +95,27 @@ def _across(ctx, group):
     return jnp.prod(jnp.where(ctx.xb > 0, group.participants, 1.0))
 
 
-def layer_shares(ctx, d, h: HeteroP, layers):
+def type_contexts(params, d):
+    """(Context per GPU type [G], one layer's seconds per type [G]) before the types' shares are set: each type's
+    context with its slowest stage chosen on what a stage pays per layer (stage_cost.stage_layer_s: kernels,
+    recompute and the exposed TP/CP/EP communication), the weight on which layer_shares and batch_shares split
+    the work, so that a type whose fabric exposes more communication per layer is given fewer layers."""
+    h = params.hetero
+    one = placed_params(params._replace(hetero=None), d)  # as step.step_time sees each type: experts placed,
+    model, train = one.model, one.train
+
+    def per_type(g, n):  # and the network as the design provisions it
+        p = one._replace(gpu=g, net=provisioned(n, d) if one.topology.provisioned else n)
+        ctx = context(p, d)
+        layer_s = stage_layer_s(ctx, d, p)
+        return restaged(ctx, model, train, d.pp, d.vpp, layer_s), layer_s
+    return jax.vmap(per_type)(h.gpu, h.net)
+
+
+def layer_shares(ctx, d, h: HeteroP, layers, layer_s):
     """(layers on the slowest stage, with_logits, layers on the type's first stage: its memory) per type [G] when
-    the pipeline spans every building."""
-    layer_s = ctx.layer.fwd_s + ctx.layer.bwd_s  # [G]
-    extra_last = jnp.sum(h.last * ctx.last_extra_s)
+    the pipeline spans every building; layer_s [G]: one layer's seconds on each type's stages (type_contexts)."""
+    extra_last = jnp.sum(h.last * last_stage_extra_s(ctx))
     stages = d.pp / h.buildings * h.count  # [G]
     # even: today's split; the last type's decision (counted units or not) holds for the whole pipeline
     even_other = jnp.sum(h.last * ctx.other_layers)
@@ -122,10 +141,11 @@ def layer_shares(ctx, d, h: HeteroP, layers):
     return pick(0), pick(1), pick(2)
 
 
-def batch_shares(ctx, d, h: HeteroP, gbs):
+def batch_shares(ctx, d, h: HeteroP, gbs, layer_s):
     """Microbatches per replica per type [G] when the replicas sit inside buildings (the pipeline's bubble as
-    1F1B's, or interleaved's with v chunks; zero-bubble schedules are charged 1F1B's: a bound)."""
-    t0 = ctx.layers_stage * (ctx.layer.fwd_s + ctx.layer.bwd_s) + ctx.logits_fwd_s + ctx.logits_bwd_s + ctx.mtp_s
+    1F1B's, or interleaved's with v chunks; zero-bubble schedules are charged 1F1B's: a bound); layer_s [G] as
+    layer_shares."""
+    t0 = ctx.layers_stage * layer_s + ctx.logits_fwd_s + ctx.logits_bwd_s + ctx.mtp_s
     unit = jnp.where(d.schedule == Schedule.INTERLEAVED, d.pp, 1.0)  # interleaving needs m divisible by pp
     chunks = jnp.where(d.schedule == Schedule.INTERLEAVED, d.vpp, 1.0)  # its bubble (p - 1) t_0 / v (pipeline.py)
     replicas = ctx.dp * h.count / h.buildings
@@ -139,16 +159,16 @@ def hetero_step_time(params, d, step_time):
     h = params.hetero
     one = params._replace(hetero=None)
     per_type = lambda gpu, net: one._replace(gpu=gpu, net=net)
-    ctx = jax.vmap(lambda g, n: context(per_type(g, n), d))(h.gpu, h.net)
+    ctx, layer_s = type_contexts(params, d)
     first = jax.tree_util.tree_map(lambda x: x[0], ctx)  # the layout is the same for every type
     x_pp = _across(first, first.pp)
     spans_all = (x_pp > h.buildings - 0.5) & (h.buildings > 1.5)
     local = (x_pp < 1.5) & (_across(first, first.tp) < 1.5) & (_across(first, first.cp) < 1.5)
-    layers_stage, with_logits, layers_first = layer_shares(ctx, d, h, params.model.layers)
+    layers_stage, with_logits, layers_first = layer_shares(ctx, d, h, params.model.layers, layer_s)
     share = StageShare(layers_stage=jnp.where(spans_all, layers_stage, ctx.layers_stage),
                        with_logits=jnp.where(spans_all, with_logits, ctx.with_logits),
                        layers_first=jnp.where(spans_all, layers_first, ctx.layers_first),
-                       microbatches=jnp.where(local, batch_shares(ctx, d, h, params.train.gbs), ctx.microbatches))
+                       microbatches=jnp.where(local, batch_shares(ctx, d, h, params.train.gbs, layer_s), ctx.microbatches))
     costs = jax.vmap(lambda g, n, s: step_time(per_type(g, n), d, s))(h.gpu, h.net, share)
     return combine(costs, h)
 

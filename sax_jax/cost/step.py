@@ -34,21 +34,10 @@ from .provision import network_usd_per_hour, provisioned
 from .outer_sync import outer_sync_term, tokens_multiplier
 from .pipeline import pipeline_terms
 from .resilience import crossed_levels, stall_term
+from .stage_cost import stage_layer_s
 from .straggler import straggler_term
 from .tensor_parallel import tp_term
 from .terms import Breakdown, Cost
-
-
-def stage_layer_s(ctx, d, params):
-    """One layer's seconds on a pipeline stage with everything the stage pays per layer: its kernels and their
-    recompute, and the TP, CP and EP communication it leaves exposed (each of those terms is its per-layer cost times
-    the stage's layers, so one layer is the term of a one-layer stage with no output layer). The ZeRO-3 gathers,
-    overlapped with the stage's whole compute, are left to the dp term."""
-    model, train, gpu = params.model, params.train, params.gpu
-    zero = jnp.zeros_like(ctx.logits_fwd_s)
-    one = ctx._replace(layers_stage=jnp.ones_like(ctx.layers_stage), logits_fwd_s=zero, logits_bwd_s=zero, mtp_s=zero)
-    return (compute_term(one, d, model).stage_s + tp_term(one, d, train, gpu, model)[0].stage_s
-            + cp_term(one, d, model, train, gpu)[0].stage_s + ep_term(one, d, model, train, gpu, params.experts)[0].stage_s)
 
 
 def step_time(params, d, share=None) -> Cost:
