@@ -5,6 +5,8 @@ retrace. Params are passed as arguments (not closed over) so swapping hardware n
 """
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import numpy as np
 
@@ -12,7 +14,7 @@ from .cost import Cost, step_time
 from .cost.terms import REPORT_FIELDS
 from .engine import DEFAULT_ENGINE
 from .params import build_params
-from .space import AXES, Design, axis_dtype
+from .space import AXES, Design, DpAlgo, axis_dtype
 
 TRACE_COUNT = {"batched": 0}
 
@@ -41,7 +43,15 @@ def evaluate(scenario, designs: Design, params=None) -> Cost:
     """Cost of a batch (or a single design) of the scenario; arrays over the batch."""
     params = build_params(scenario) if params is None else params
     batch = as_batch(designs)
-    return evaluate_batch(params, batch)
+    return evaluate_batch(with_parameter_server(params, batch), batch)
+
+
+def with_parameter_server(params, batch: Design):
+    """``params`` whose static topology carries the sharded parameter server's paths (params.Topology) when a design
+    of the batch asks for one that the scenario's space and baselines did not."""
+    if params.topology.parameter_server or not np.any(np.asarray(batch.dp_algo) == int(DpAlgo.PS)):
+        return params
+    return params._replace(topology=dataclasses.replace(params.topology, parameter_server=True))
 
 
 def evaluate_one(scenario, design: Design, engine=None) -> dict:

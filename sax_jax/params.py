@@ -43,6 +43,10 @@ class Topology:
     # (cost/dp.py, cost/outer_sync.py), which a dense model's sweep would compute only to add zero. Static, like
     # `provisioned`; validation sets it for every case so that cases of any model stack into one program.
     expert_sync: bool = True
+    # True when the scenario's space or a baseline has dp_algo ps (a sharded parameter server; evaluate() also sets
+    # it for a design that asks for one): only then does the program carry the server's network paths and cost
+    # branches (cost/context.py, cost/dp.py), which every other design's sweep would compute only to discard.
+    parameter_server: bool = False
 
     @property
     def n_levels(self) -> int:
@@ -481,7 +485,8 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
         train=train_params(scenario.training, scenario.system, dtype),
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
         topology=dataclasses.replace(Topology.of(scenario.system), provisioned=provisions(scenario),
-                                     expert_sync=scenario.model.moe is not None),
+                                     expert_sync=scenario.model.moe is not None,
+                                     parameter_server=uses_parameter_server(scenario)),
         prices=price_params(getattr(scenario, "prices", None), dtype),
         experts=expert_tables(scenario, dtype),
         hetero=hetero_params(scenario, dtype),
@@ -515,6 +520,14 @@ def hetero_params(scenario, dtype=jnp.float32) -> HeteroP | None:
                    net=stack_trees([net_params(s, dtype, scenario.training.diloco_workers) for s in per]),
                    count=_f([len(ix) for _, ix in types], dtype), last=_f([last in ix for _, ix in types], dtype),
                    buildings=_f(len(system.buildings), dtype))
+
+
+def uses_parameter_server(scenario) -> bool:
+    """Whether an option or a baseline of the scenario has dp_algo ps (Topology.parameter_server)."""
+    from .space import AXES, DpAlgo
+    in_space = any(int(DpAlgo.PS) in opts for ax, opts in zip(AXES, scenario.space.options) if ax == "dp_algo")
+    in_baselines = any(b.get("dp_algo") == DpAlgo.PS.label for b in (getattr(scenario, "baselines", None) or {}).values())
+    return in_space or in_baselines
 
 
 def provisions(scenario) -> bool:

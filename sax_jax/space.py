@@ -77,6 +77,9 @@ class DpAlgo(Option):
     RING = "ring"
     TREE = "tree"
     HIERARCHICAL = "hierarchical"
+    # sharded parameter server: each rank serves 1/n of the gradient, every rank pushes each shard to its server and
+    # pulls the reduced shard back, all peers at once (cost/collectives.py ps_reduce_scatter_s)
+    PS = "ps"
 
 
 class Overlap(Option):

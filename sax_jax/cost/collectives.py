@@ -73,6 +73,26 @@ def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     return jnp.sum(per_level)
 
 
+def ps_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
+    """Sharded parameter server, push round (a reduce-scatter by direct exchange; the pull round, an all-gather,
+    costs the same): every GPU sends S/n to each of its n-1 peers, so (m_L - m_(L-1))/n of S leaves through level L
+    (m_L = prod(k[:L+1]) group members share its unit of level L). The messages are in flight together: the round
+    waits for the last one, issued (n-2) per-message latencies after the first (the innermost level's alpha, a GPU's
+    cost of one more message: 3 us on NVLink, NCCL's ring/Simple step 3.4 us in src/graph/tuning.cc hwLat) and
+    arriving one latency of the slowest spanned level later, not after a ring's n-1 hops each at its level's
+    latency: an all-reduce is two latency rounds (Li et al. 2014, "Scaling distributed machine learning with the
+    parameter server", OSDI; BytePS, Jiang et al. 2020, OSDI). Bandwidth as the all-to-all's (all_to_all_s: the
+    levels' bytes one after the other). A multi-rail ring sends only (n-1)/n S / m_(L-1) per GPU across a slow level
+    L, so across slow levels shared by many GPUs the exchange pays in bandwidth what it saves in latency (it runs
+    over the whole group, as 'ring' and 'tree'; 'hierarchical' reduces inside first)."""
+    m = jnp.cumprod(k)
+    n = m[-1]
+    below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
+    alpha, _ = bottleneck(k, alpha_s, bw_Bps)
+    latency = alpha + jnp.maximum(n - 2.0, 0.0) * alpha_s[0]
+    return jnp.where(n > 1.0 + 1e-6, latency + jnp.sum((m - below) / n * size_bytes / bw_Bps), 0.0)
+
+
 def all_to_all_s(m, k, size_bytes, alpha_s, bw_Bps):
     """Each GPU sends S/n to every member; (m_L - m_(L-1))/n of S leaves through level L.
 
@@ -93,3 +113,11 @@ def bytes_per_level_allreduce(k, size_bytes):
     """Bytes one GPU sends through each level in a hierarchical all-reduce (used for traffic accounting)."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
     return 2.0 * (k - 1.0) / k * size_bytes / inner
+
+
+def ps_bytes_per_level_allreduce(k, size_bytes):
+    """Bytes one GPU sends through each level in a sharded parameter server's all-reduce (push and pull:
+    ps_reduce_scatter_s), for traffic accounting: 2 (m_L - m_(L-1))/n S."""
+    m = jnp.cumprod(k)
+    below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])
+    return 2.0 * (m - below) / m[-1] * size_bytes

@@ -86,6 +86,9 @@ class Context(NamedTuple):
     ep_net: NetPath
     dp_net: NetPath  # parameter gathers (reliable) on the gradient group's ring (for HSDP's in-building gathers an
     #                  upper bound, like the gradient path's)
+    ps_net: NetPath | None  # the same and the gradient traffic under a sharded parameter server: a connection per
+    ps_alpha_grad_s: jax.Array | None  # [L] peer (None unless Topology.parameter_server: the program has no server)
+    ps_bw_grad_Bps: jax.Array | None  # [L]
     bw_pp_Bps: jax.Array  # [L] per-GPU bandwidth of a pipeline hop (only boundary stages send)
     layer: LayerTimes
     logits_fwd_s: jax.Array
@@ -153,13 +156,31 @@ def context(params, d, share: StageShare | None = None) -> Context:
     alpha_s = net.latency_s + extra_latency_s
     bw_Bps = effective_bandwidth(net, factor, cap_Bps, 1.0)
 
-    def collective(flows) -> NetPath:  # a synchronous collective's round waits for its slowest flow
+    def collective(flows, cap=cap_Bps) -> NetPath:  # a synchronous collective's round waits for its slowest flow
         f, extra_s = collective_factors(reliable, flows)
-        return NetPath(net.latency_s + extra_s, effective_bandwidth(net, f, cap_Bps, 1.0))
+        return NetPath(net.latency_s + extra_s, effective_bandwidth(net, f, cap, 1.0))
     gradient = gradient_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels, ring_flows_per_level(grad_k),
                                 spans(grad_k), train.grad_var_tol)
     alpha_grad_s = net.latency_s + gradient.extra_latency_s
     bw_grad_Bps = effective_bandwidth(net, gradient.factor, cap_Bps, 1.0)
+    # A sharded parameter server (space.DpAlgo.PS) opens one connection to each peer at once (m_L - m_(L-1) of them
+    # through level L), each with its own window: its rounds wait for the slowest of more flows, and a window- or
+    # loss-limited level (TCP over a WAN: cost/transport.py) carries that many windows per GPU. Its paths sit beside
+    # the ring's, which every other algorithm uses, so that the ring's stay independent of the dp_algo axis (a
+    # sweep's grid computes them once per layout). Levels without a window cap carry an infinite one: scaled
+    # through a finite stand-in, so that no gradient of a relaxed search meets inf x 0.
+    # (static: only a program whose designs may ask for a server carries them, params.Topology.parameter_server)
+    ps_net = ps_alpha_grad_s = ps_bw_grad_Bps = None
+    if params.topology.parameter_server:
+        ps_flows = all_to_all_flows_per_level(grad_k)
+        capped = jnp.isfinite(cap_Bps)
+        ps_cap_Bps = jnp.where(capped, jnp.where(capped, cap_Bps, 0.0) * jnp.maximum(ps_flows / jnp.prod(grad_k), 1.0),
+                               jnp.inf)
+        ps_gradient = gradient_factors(net, tr, ecmp_tab, d.transport, d.qps, d.channels, ps_flows, spans(grad_k),
+                                       train.grad_var_tol)
+        ps_net = collective(ps_flows, ps_cap_Bps)
+        ps_alpha_grad_s = net.latency_s + ps_gradient.extra_latency_s
+        ps_bw_grad_Bps = effective_bandwidth(net, ps_gradient.factor, ps_cap_Bps, 1.0)
     bw_pp_Bps = effective_bandwidth(net, factor, cap_Bps, pp_g.members)
 
     layer = layer_times(tp, cp, mbs, seq, model, gpu, train, pp, vpp, ep)
@@ -194,6 +215,7 @@ def context(params, d, share: StageShare | None = None) -> Context:
         cp_net=collective(ring_flows_per_level(cp_g.participants)),
         ep_net=collective(all_to_all_flows_per_level(ep_g.participants)),
         dp_net=collective(ring_flows_per_level(grad_k)),
+        ps_net=ps_net, ps_alpha_grad_s=ps_alpha_grad_s, ps_bw_grad_Bps=ps_bw_grad_Bps,
         logits_fwd_s=logits_fwd_s, logits_bwd_s=logits_bwd_s, mtp_s=mtp_s,
         act_bytes=mbs * seq / cp * model.hidden * ACT_BYTES, tokens_gpu=mbs * seq / (cp * tp),
         params_dense=params_dense, params_expert=params_expert, etp=etp,

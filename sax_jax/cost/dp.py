@@ -21,8 +21,8 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
-from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, ring_hop_latency_s,
-                          tree_allreduce_s)
+from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s,
+                          ps_bytes_per_level_allreduce, ps_reduce_scatter_s, ring_hop_latency_s, tree_allreduce_s)
 from .compute import layer_recompute_s
 from .memory import model_state_bytes
 from .overlap import exposed_s, nccl_price
@@ -54,20 +54,37 @@ def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
     return (n - 1.0) * ring_hop_latency_s(k, alpha_s) + jnp.max(per_level)
 
 
+def server_paths(ctx):
+    """(alpha_s, bw_Bps, alpha_grad_s, bw_grad_Bps) of a sharded parameter server's connections (context.py), or None
+    for a program without one."""
+    if ctx.ps_net is None:
+        return None
+    return ctx.ps_net.alpha_s, ctx.ps_net.bw_Bps, ctx.ps_alpha_grad_s, ctx.ps_bw_grad_Bps
+
+
 def shards_weights(sharding):
     """ZeRO-3 family (fsdp, hsdp): weights gathered per microbatch, states sharded."""
     return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
 
 
-def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, tree=True):
-    """algo: multi-rail ring, tree or hierarchical (space.DpAlgo). ``calls`` collectives of size_bytes/calls each
-    (see per_call_s). tree=False (static): the collective has no tree in NCCL, 'tree' runs the ring."""
+def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, tree=True, ps=None):
+    """algo: multi-rail ring, tree, hierarchical or sharded parameter server (space.DpAlgo). ``calls`` collectives of
+    size_bytes/calls each (see per_call_s). tree=False (static): the collective has no tree in NCCL, 'tree' runs the
+    ring. ps: (alpha_s, bw_Bps) of a sharded parameter server's connections (context.py ps_net: one per peer), or
+    None (static) for a program without one (params.Topology.parameter_server). Its all-reduce is its push and pull
+    rounds (ps_reduce_scatter_s, twice); half of it, as the others', is a reduce-scatter or an all-gather."""
     ring = 2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps)
     hier = per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
+    if ps is None:
+        if not tree:
+            return jnp.where(algo == DpAlgo.HIERARCHICAL, hier, ring)
+        return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
+                          [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)], hier)
+    server = 2.0 * per_call_s(ps_reduce_scatter_s, calls, k, size_bytes, *ps)
     if not tree:
-        return jnp.where(algo == DpAlgo.HIERARCHICAL, hier, ring)
-    return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
-                      [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)], hier)
+        return jnp.select([algo == DpAlgo.HIERARCHICAL, algo == DpAlgo.PS], [hier, server], ring)
+    return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE, algo == DpAlgo.PS],
+                      [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps), server], hier)
 
 
 def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
@@ -80,26 +97,31 @@ def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
 
 
 def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_bytes, alpha_s, bw_Bps,
-                   alpha_grad_s=None, bw_grad_Bps=None, calls=1.0):
+                   alpha_grad_s=None, bw_grad_Bps=None, calls=1.0, ps_path=None):
     """Per-step (gradient, parameter) communication seconds for the dp x cp group (before overlap).
 
     k_dp: participants per level of the whole group; k_inner/k_outer: the same split at the building
     boundary (hsdp shards inside, replicates across). alpha_grad_s/bw_grad_Bps: the levels as gradient traffic
     sees them (a bounded-loss transport may drop it, microbursts wait for the slowest flow: transport.py);
-    alpha_s/bw_Bps by default. calls: the buckets each of the reductions and the gather is issued as.
+    alpha_s/bw_Bps by default. calls: the buckets each of the reductions and the gather is issued as. ps_path:
+    (alpha_s, bw_Bps, alpha_grad_s, bw_grad_Bps) as a sharded parameter server's connections see the levels
+    (context.py ps_net, ps_alpha_grad_s, ps_bw_grad_Bps), or None (static) for a program without a server.
     """
     alpha_g = alpha_s if alpha_grad_s is None else alpha_grad_s
     bw_g = bw_Bps if bw_grad_Bps is None else bw_grad_Bps
+    ps_param = ps_grad = None
+    if ps_path is not None:
+        ps_param, ps_grad = ps_path[:2], ps_path[2:]
     # reduce-scatter and all-gather each cost half an all-reduce of the same size. NCCL has a tree only for the
     # all-reduce: its tuning model skips every other algorithm but the ring for the other collectives (tuning.cc,
     # "if (coll != ncclCollAllReduce && a != NCCL_ALGO_RING) continue"), so under 'tree' the distributed
     # optimizer's reduce-scatter and all-gather run as rings (charging them half a tree all-reduce let a search
     # pick 'tree' for ZeRO-1/2 for a latency NCCL never gives them)
-    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls)
-    rs = 0.5 * _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, tree=False)
-    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls, tree=False)
+    ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, ps=ps_grad)
+    rs = 0.5 * _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, tree=False, ps=ps_grad)
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls, tree=False, ps=ps_param)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
-    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls)
+    hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls, ps=ps_grad)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)
     grad = jnp.select([sharding == Sharding.ZERO0, zero12, sharding == Sharding.FSDP], [ar, rs, 0.0], hsdp_cross)
     param = jnp.select([sharding == Sharding.ZERO0, zero12], [0.0, ag], 0.0)
@@ -107,14 +129,21 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
 
 
 def fsdp_microbatch_comm_s(sharding, k_dp, k_inner, layer_param_bytes_stage, grad_bytes_stage, alpha_s, bw_Bps,
-                           alpha_grad_s=None, bw_grad_Bps=None, calls=1.0):
+                           alpha_grad_s=None, bw_grad_Bps=None, calls=1.0, algo=DpAlgo.RING, ps_path=None):
     """Per-microbatch ZeRO-3 traffic as (forward, backward) seconds: the forward all-gathers the weights, the
     backward gathers them again and reduce-scatters the gradients (as gradient traffic: alpha_grad_s/bw_grad_Bps,
-    see dp_step_comm_s); each issued as ``calls`` collectives (one per layer: per_call_s)."""
+    see dp_step_comm_s); each issued as ``calls`` collectives (one per layer: per_call_s). Rings, but under a
+    sharded parameter server (algo, space.DpAlgo.PS) the gathers are its pull rounds and the reduce-scatters its
+    push rounds, over its own paths (ps_path as dp_step_comm_s; None: a program without a server)."""
     k = jnp.where(sharding == Sharding.HSDP, k_inner, k_dp)
+    alpha_g = alpha_s if alpha_grad_s is None else alpha_grad_s
+    bw_g = bw_Bps if bw_grad_Bps is None else bw_grad_Bps
     ag = per_call_s(multirail_ring_reduce_scatter_s, calls, k, layer_param_bytes_stage, alpha_s, bw_Bps)
-    rs = per_call_s(multirail_ring_reduce_scatter_s, calls, k, grad_bytes_stage,
-                    alpha_s if alpha_grad_s is None else alpha_grad_s, bw_Bps if bw_grad_Bps is None else bw_grad_Bps)
+    rs = per_call_s(multirail_ring_reduce_scatter_s, calls, k, grad_bytes_stage, alpha_g, bw_g)
+    if ps_path is not None:
+        ps = algo == DpAlgo.PS
+        ag = jnp.where(ps, per_call_s(ps_reduce_scatter_s, calls, k, layer_param_bytes_stage, *ps_path[:2]), ag)
+        rs = jnp.where(ps, per_call_s(ps_reduce_scatter_s, calls, k, grad_bytes_stage, *ps_path[2:]), rs)
     zero3 = shards_weights(sharding)
     return jnp.where(zero3, ag, 0.0), jnp.where(zero3, (FSDP_GATHERS - 1.0) * ag + rs, 0.0)
 
@@ -137,14 +166,17 @@ def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, ove
     grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
     step_param_bytes = trained * train.param_gather_bytes
     # ZeRO-3: gathers and reduce-scatters per microbatch, prefetched layer by layer under the stage's compute
+    ps_path = server_paths(ctx)
     fsdp_f, fsdp_b = fsdp_microbatch_comm_s(d.sharding, k, k_building, param_bytes, grad_bytes, ctx.dp_net.alpha_s,
-                                            ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, ctx.layers_stage)
+                                            ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, ctx.layers_stage,
+                                            d.dp_algo, ps_path)
     # one gather per layer forward; one gather and one gradient reduce-scatter per layer backward: NCCL calls
     fsdp_f = fsdp_f + jnp.where(fsdp_f > 0, ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     fsdp_b = fsdp_b + jnp.where(fsdp_b > 0, FSDP_GATHERS * ctx.layers_stage * NCCL_BASE_LATENCY_S, 0.0)
     buckets = dp_calls(trained, jnp.prod(k), ctx.layers_stage, overlapped, per_layer)
     grad_s, param_s = dp_step_comm_s(d.sharding, d.dp_algo, k, k_building, k_across, grad_bytes, step_param_bytes,
-                                     ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, buckets)
+                                     ctx.dp_net.alpha_s, ctx.dp_net.bw_Bps, ctx.alpha_grad_s, ctx.bw_grad_Bps, buckets,
+                                     ps_path)
     # every bucket is one NCCL call (reduce-scatter / all-reduce, all-gather)
     grad_s = grad_s + jnp.where(grad_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
     param_s = param_s + jnp.where(param_s > 0, buckets * NCCL_BASE_LATENCY_S, 0.0)
@@ -216,24 +248,29 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
     # ZeRO-3's two gathered layers (the one computing, the one prefetched), in the bytes they were gathered in
     layer_param_bytes = (ctx.params_dense + ctx.params_expert) / ctx.layers_first * train.param_gather_bytes
     buffers = jnp.where(zero3, 2.0 * layer_param_bytes, 0.0)
-    cross = _cross_bytes(ctx, sharding, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
+    cross = _cross_bytes(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across, trained_dense,
                          ctx.params_dense)
     if expert_sync:
-        cross = cross + _cross_bytes(ctx, sharding, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across,
+        cross = cross + _cross_bytes(ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across,
                                      trained_expert, ctx.params_expert)
     return Term(stage_s=stage_s, step_s=step_s, cross_bytes=cross, memory_bytes=state + buffers)
 
 
-def _cross_bytes(ctx, sharding, train, k, k_building, k_across, trained, gathered):
+def _cross_bytes(ctx, d, train, k, k_building, k_across, trained, gathered):
     """Bytes one weight group's collectives (ranks k; trained / gathered weights per GPU as _group_sync_s) move over
     campus/region links (hierarchical accounting: level L carries 2 (k_L - 1)/k_L of the data left after the
-    levels inside it; a reduce-scatter or all-gather half of that)."""
+    levels inside it; a reduce-scatter or all-gather half of that; a sharded parameter server sends every GPU's
+    2 (m_L - m_(L-1))/n of it through level L: collectives.ps_bytes_per_level_allreduce)."""
+    sharding = d.sharding
     grad_bytes, param_bytes = trained * train.grad_reduce_bytes, gathered * train.param_gather_bytes
     step_param_bytes = trained * train.param_gather_bytes
 
     # bytes per byte of message: depends on the placement only, so a grid evaluation computes it once per layout
     def per_byte(kk):
-        return jnp.sum(ctx.xb * bytes_per_level_allreduce(kk, 1.0))
+        if ctx.ps_net is None:
+            return jnp.sum(ctx.xb * bytes_per_level_allreduce(kk, 1.0))
+        return jnp.sum(ctx.xb * jnp.where(d.dp_algo == DpAlgo.PS, ps_bytes_per_level_allreduce(kk, 1.0),
+                                          bytes_per_level_allreduce(kk, 1.0)))
 
     whole, across = per_byte(k), per_byte(k_across)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)

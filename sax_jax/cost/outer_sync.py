@@ -32,8 +32,8 @@ synchronous run's loss, relative to it, per H (log-linear in between); step.py d
 """
 import jax.numpy as jnp
 
-from ..space import OUTER_BYTES, DpSync
-from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce
+from ..space import OUTER_BYTES, DpAlgo, DpSync
+from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, ps_bytes_per_level_allreduce
 from .dp import BUCKET_PARAMS, _allreduce_s
 from .overlap import exposed_s, nccl_price
 from .terms import Term
@@ -45,18 +45,19 @@ def tokens_multiplier(train, sync_every, local_sync):
     return jnp.where(local_sync, jnp.interp(log_h, train.token_log_h, train.token_mult), 1.0)
 
 
-def outer_sync_s(algo, k_outer, k_inner, outer_bytes_gpu, param_bytes_gpu, alpha_s, bw_Bps):
+def outer_sync_s(algo, k_outer, k_inner, outer_bytes_gpu, param_bytes_gpu, alpha_s, bw_Bps, server=False):
     """One outer synchronization (seconds): all-reduce of each GPU's 1/S slice of the outer gradient across the
     workers (k_outer participants per level), then the all-gather of the updated 16-bit parameters inside the
-    worker (k_inner). outer_bytes_gpu: the slice's bytes; param_bytes_gpu: the GPU's whole parameter bytes."""
-    ar = _allreduce_s(algo, k_outer, outer_bytes_gpu, alpha_s, bw_Bps)
-    return ar, inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps)
+    worker (k_inner). outer_bytes_gpu: the slice's bytes; param_bytes_gpu: the GPU's whole parameter bytes.
+    server (static): the program has a sharded parameter server (dp.server_paths), here on the same paths."""
+    ar = _allreduce_s(algo, k_outer, outer_bytes_gpu, alpha_s, bw_Bps, ps=(alpha_s, bw_Bps) if server else None)
+    return ar, inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, server)
 
 
-def inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps):
+def inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, server=False):
     """All-gather of the updated 16-bit parameters inside the worker (k_inner participants per level); 0 when one
     GPU holds the whole copy."""
-    ag = 0.5 * _allreduce_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps)
+    ag = 0.5 * _allreduce_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, ps=(alpha_s, bw_Bps) if server else None)
     return jnp.where(jnp.prod(k_inner) > 1.0, ag, 0.0)
 
 
@@ -81,11 +82,13 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
     slice_bytes = per_slice(outer_bytes(d.outer_precision))
     streaming = d.dp_sync == DpSync.STREAMING
     k = jnp.where(streaming, jnp.maximum(train.stream_fragments, 1.0), 1.0)  # fragments per sync round
+    server = ctx.ps_net is not None
     ar_s, ag_s = outer_sync_s(d.dp_algo, ctx.grad_k_outer, ctx.grad_k, slice_bytes / k,
-                              dense_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps)
+                              dense_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps, server)
     if expert_sync:  # static (Topology.expert_sync): a model without experts leaves this out
         # the experts' updated slices are gathered inside their own (expert-data-parallel) group
-        ag_expert_s = inner_gather_s(d.dp_algo, ctx.edp_k, expert_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps)
+        ag_expert_s = inner_gather_s(d.dp_algo, ctx.edp_k, expert_gpu * train.param_bytes / k, ctx.alpha_s, ctx.bw_Bps,
+                                     server)
         ag_s = ag_s + jnp.where(expert_gpu > 0, ag_expert_s, 0.0)
     buckets = jnp.maximum(trained_gpu / (k * BUCKET_PARAMS), 1.0)  # NCCL calls per fragment (both collectives)
     frag_s = ar_s + ag_s + 2.0 * buckets * NCCL_BASE_LATENCY_S
@@ -93,7 +96,10 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
     exposed = jnp.where(streaming, exposed_s(frag_s, window_s, True, None, nccl_price(gpu)), frag_s)
     step_s = jnp.where(local, k / h * exposed, 0.0)
     # bytes over campus/region links: hierarchical accounting as dp._cross_bytes, the whole model once per H steps
-    per_byte = jnp.sum(ctx.xb * bytes_per_level_allreduce(ctx.grad_k_outer, 1.0))
+    per_level = bytes_per_level_allreduce(ctx.grad_k_outer, 1.0)
+    if server:
+        per_level = jnp.where(d.dp_algo == DpAlgo.PS, ps_bytes_per_level_allreduce(ctx.grad_k_outer, 1.0), per_level)
+    per_byte = jnp.sum(ctx.xb * per_level)
     cross = jnp.where(local, per_byte * slice_bytes * train.n_gpus / h, 0.0)
     memory = jnp.where(local, per_slice(train.outer_state_bytes), 0.0)
     return Term(step_s=step_s, cross_bytes=cross, memory_bytes=memory)
