@@ -5,6 +5,7 @@ with the file and key named."""
 import dataclasses
 import os
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -235,3 +236,56 @@ def test_a_building_whose_fabric_exposes_more_communication_takes_fewer_layers(d
     assert paced_label(het.system, int(even.paced_by[0])).startswith("H100-slow")
     # 16 + 16 layers per stage pair -> 22 + 11: 21.3 s -> 14.9 s here
     assert float(speed.step_time_s[0]) < 0.8 * float(even.step_time_s[0])
+
+
+@pytest.mark.parametrize("sharding", ["fsdp", "hsdp"])
+def test_zero3_layer_weight_is_what_one_more_layer_adds_to_the_dp_term(hsc, sharding):
+    """dp.zero3_layer_s is the dp term's stage seconds with L layers minus with L - 1 (each layer's weights and
+    gathers the same), on each GPU type of the H100 + B200 system: the weight the split adds under ZeRO-3."""
+    from sax_jax.cost.dp import dp_term, zero3_layer_s
+    from sax_jax.cost.hetero import type_contexts
+    params = build_params(hsc)
+    d = hsc.baseline_design("production-optimized", {"sharding": sharding})
+    ctx, _ = type_contexts(params, d)
+    for t in range(2):
+        c = jax.tree_util.tree_map(lambda x: x[t], ctx)
+        p = params._replace(hetero=None, gpu=jax.tree_util.tree_map(lambda x: x[t], params.hetero.gpu))
+        per_dense, per_expert = c.params_dense / c.layers_first, c.params_expert / c.layers_first
+
+        def stage_s(n):
+            cn = c._replace(layers_stage=jnp.float32(n), layers_first=jnp.float32(n), params_dense=per_dense * n,
+                            params_expert=per_expert * n)
+            return float(dp_term(cn, d, p.train, p.gpu, p.topology.expert_sync).stage_s)
+        got = float(zero3_layer_s(c, d, p.train, p.gpu, p.topology.expert_sync))
+        assert got > 0
+        for n in (8, 16):
+            assert stage_s(n) - stage_s(n - 1) == pytest.approx(got, rel=2e-3)
+
+
+def test_zero3_optimized_split_balances_the_buildings(hsc):
+    """Under FSDP the B200 building hides less of the same gathers per layer (its compute per layer is shorter).
+    Weighed on kernels and exposed TP/CP/EP time alone, the optimized split of the production layout (TP 8, CP 2,
+    PP 8, ZB-H2) gave it 21 of 32 layers per stage pair, and its step came out at 30.7 s against the H100
+    building's 15.6 s; with the gathers in the weight both take 16 and the step is 23.6 s."""
+    from sax_jax.cost.context import StageShare
+    from sax_jax.cost.hetero import layer_shares, type_contexts
+    from sax_jax.cost.step import step_time
+    params = build_params(hsc)
+    h = params.hetero
+    d = hsc.baseline_design("production-optimized", {"sharding": "fsdp", "schedule": "zb-h2", "vpp": 1})
+    ctx, layer_s = type_contexts(params, d)
+    layers, _, _ = layer_shares(ctx, d, h, params.model.layers, layer_s)
+    cost = evaluate(hsc, d)
+    assert bool(cost.feasible[0])
+    # the split on the weight without the gathers (kernels and exposed TP/CP/EP time: this layout exposes none)
+    by_kernels, with_logits, first = layer_shares(ctx, d, h, params.model.layers, ctx.layer.fwd_s + ctx.layer.bwd_s)
+    assert float(by_kernels[1]) > float(by_kernels[0]) + 4  # on kernels the B200 building takes many more layers
+    assert float(layers[1]) <= float(layers[0]) + 1.0  # with the gathers it does not
+    share = StageShare(layers_stage=by_kernels, with_logits=with_logits, layers_first=first,
+                       microbatches=ctx.microbatches)
+    one = params._replace(hetero=None)
+    old = jax.vmap(lambda g, n, sh: step_time(one._replace(gpu=g, net=n), d, sh))(h.gpu, h.net, share)
+    assert float(jnp.max(old.raw_step_time_s)) > 1.2 * float(cost.step_time_s[0])  # 30.7 s -> 23.6 s
+    even = evaluate(hsc, hsc.baseline_design("production-optimized", {"sharding": "fsdp", "schedule": "zb-h2",
+                                                                       "vpp": 1, "layer_split": "even"}))
+    assert float(cost.step_time_s[0]) <= float(even.step_time_s[0]) * (1 + 1e-6)

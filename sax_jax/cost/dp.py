@@ -183,6 +183,36 @@ def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, ove
     return (fsdp_f, fsdp_b), grad_s, param_s, buckets
 
 
+def zero3_layer_s(ctx, d, train, gpu, expert_sync=True):
+    """Seconds one more layer on a stage adds to the stage's exposed ZeRO-3 traffic per microbatch (fsdp, hsdp; 0
+    otherwise): in each pass a layer's gathers (and its gradients' reduce-scatter) of c1 seconds hide under that
+    layer's compute w1 but for the excess, and while they hide the compute pays their SM share s: (1 - s)
+    max(c1 - w1, 0) + s c1, dp_term's exposed_s per layer without its floor of one layer's communication (a stage
+    pays that once, whatever its layers). The weight heterogeneous splits add for ZeRO-3 (hetero.type_contexts): a
+    faster GPU hides less of the same gathers per layer."""
+    lt = ctx.layer
+    lora = train.lora > 0
+    per_layer = 1.0 / jnp.maximum(ctx.layers_first, 1.0)  # the stage's weights are the first stage's (context.py)
+    one = ctx._replace(layers_stage=jnp.ones_like(ctx.layers_stage))
+    overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
+    (c_f, c_b), _, _, _ = _group_sync_s(one, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
+                                        jnp.where(lora, ctx.params_adapter, ctx.params_dense) * per_layer,
+                                        ctx.params_dense * per_layer, overlapped, gpu.dp_per_layer)
+    if expert_sync:
+        (e_f, e_b), _, _, _ = _group_sync_s(one, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across,
+                                            jnp.where(lora, 0.0, ctx.params_expert) * per_layer,
+                                            ctx.params_expert * per_layer, overlapped, gpu.dp_per_layer)
+        gathered = ctx.params_expert > 0
+        c_f, c_b = c_f + jnp.where(gathered, e_f, 0.0), c_b + jnp.where(gathered, e_b, 0.0)
+    s = nccl_price(gpu)
+    w_f = lt.fwd_s
+    w_b = (1.0 - gpu.fsdp_backward_serial) * (lt.bwd_s + layer_recompute_s(one, d))
+
+    def marginal(c, w):
+        return jnp.where(overlapped, (1.0 - s) * jnp.maximum(c - w, 0.0) + s * c, c)
+    return jnp.where(shards_weights(d.sharding), marginal(c_f, w_f) + marginal(c_b, w_b), 0.0)
+
+
 def dp_term(ctx, d, train, gpu, expert_sync=True):
     """Data-parallel synchronization as one term: ZeRO-3 traffic per microbatch (stage_s), the gradient
     reduction and parameter gather once per step (step_s), their cross-building bytes, and the model state

@@ -29,6 +29,7 @@ import jax.numpy as jnp
 
 from ..space import BatchSplit, LayerSplit, Schedule
 from .context import StageShare, context, restaged
+from .dp import zero3_layer_s
 from .expert_placement import placed_params
 from .provision import provisioned
 from .stage_cost import last_stage_extra_s, stage_layer_s
@@ -98,8 +99,9 @@ def _across(ctx, group):
 def type_contexts(params, d):
     """(Context per GPU type [G], one layer's seconds per type [G]) before the types' shares are set: each type's
     context with its slowest stage chosen on what a stage pays per layer (stage_cost.stage_layer_s: kernels,
-    recompute and the exposed TP/CP/EP communication), the weight on which layer_shares and batch_shares split
-    the work, so that a type whose fabric exposes more communication per layer is given fewer layers."""
+    recompute and the exposed TP/CP/EP communication) and, under ZeRO-3, what one more layer adds to its exposed
+    gathers (dp.zero3_layer_s): the weight on which layer_shares and batch_shares split the work, so that a type
+    whose fabric, or whose faster compute, leaves more communication exposed per layer is given fewer layers."""
     h = params.hetero
     one = placed_params(params._replace(hetero=None), d)  # as step.step_time sees each type: experts placed,
     model, train = one.model, one.train
@@ -107,7 +109,7 @@ def type_contexts(params, d):
     def per_type(g, n):  # and the network as the design provisions it
         p = one._replace(gpu=g, net=provisioned(n, d) if one.topology.provisioned else n)
         ctx = context(p, d)
-        layer_s = stage_layer_s(ctx, d, p)
+        layer_s = stage_layer_s(ctx, d, p) + zero3_layer_s(ctx, d, train, p.gpu, p.topology.expert_sync)
         return restaged(ctx, model, train, d.pp, d.vpp, layer_s), layer_s
     return jax.vmap(per_type)(h.gpu, h.net)
 
