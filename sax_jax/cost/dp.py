@@ -62,6 +62,14 @@ def server_paths(ctx):
     return ctx.ps_net.alpha_s, ctx.ps_net.bw_Bps, ctx.ps_alpha_grad_s, ctx.ps_bw_grad_Bps
 
 
+def allreduce_bytes_per_level(algo, k, server):
+    """Bytes per byte of message one GPU's all-reduce sends through each level (traffic accounting): the
+    hierarchical form, or a sharded parameter server's where the design asks for one and the program has it
+    (server, static: params.Topology.parameter_server)."""
+    hier = bytes_per_level_allreduce(k, 1.0)
+    return jnp.where(algo == DpAlgo.PS, ps_bytes_per_level_allreduce(k, 1.0), hier) if server else hier
+
+
 def shards_weights(sharding):
     """ZeRO-3 family (fsdp, hsdp): weights gathered per microbatch, states sharded."""
     return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
@@ -297,10 +305,7 @@ def _cross_bytes(ctx, d, train, k, k_building, k_across, trained, gathered):
 
     # bytes per byte of message: depends on the placement only, so a grid evaluation computes it once per layout
     def per_byte(kk):
-        if ctx.ps_net is None:
-            return jnp.sum(ctx.xb * bytes_per_level_allreduce(kk, 1.0))
-        return jnp.sum(ctx.xb * jnp.where(d.dp_algo == DpAlgo.PS, ps_bytes_per_level_allreduce(kk, 1.0),
-                                          bytes_per_level_allreduce(kk, 1.0)))
+        return jnp.sum(ctx.xb * allreduce_bytes_per_level(d.dp_algo, kk, ctx.ps_net is not None))
 
     whole, across = per_byte(k), per_byte(k_across)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)

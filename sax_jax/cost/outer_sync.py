@@ -32,9 +32,9 @@ synchronous run's loss, relative to it, per H (log-linear in between); step.py d
 """
 import jax.numpy as jnp
 
-from ..space import OUTER_BYTES, DpAlgo, DpSync
-from .collectives import NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, ps_bytes_per_level_allreduce
-from .dp import BUCKET_PARAMS, _allreduce_s
+from ..space import OUTER_BYTES, DpSync
+from .collectives import NCCL_BASE_LATENCY_S
+from .dp import BUCKET_PARAMS, _allreduce_s, allreduce_bytes_per_level
 from .overlap import exposed_s, nccl_price
 from .terms import Term
 
@@ -96,10 +96,7 @@ def outer_sync_term(ctx, d, train, gpu, inner_step_s, expert_sync=True):
     exposed = jnp.where(streaming, exposed_s(frag_s, window_s, True, None, nccl_price(gpu)), frag_s)
     step_s = jnp.where(local, k / h * exposed, 0.0)
     # bytes over campus/region links: hierarchical accounting as dp._cross_bytes, the whole model once per H steps
-    per_level = bytes_per_level_allreduce(ctx.grad_k_outer, 1.0)
-    if server:
-        per_level = jnp.where(d.dp_algo == DpAlgo.PS, ps_bytes_per_level_allreduce(ctx.grad_k_outer, 1.0), per_level)
-    per_byte = jnp.sum(ctx.xb * per_level)
+    per_byte = jnp.sum(ctx.xb * allreduce_bytes_per_level(d.dp_algo, ctx.grad_k_outer, server))
     cross = jnp.where(local, per_byte * slice_bytes * train.n_gpus / h, 0.0)
     memory = jnp.where(local, per_slice(train.outer_state_bytes), 0.0)
     return Term(step_s=step_s, cross_bytes=cross, memory_bytes=memory)
