@@ -62,6 +62,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from .placement import ring_hops_per_level
+
 TINY = 1e-30
 
 
@@ -136,12 +138,8 @@ def variance_increase(dropped):
     return d / (1.0 - d)
 
 
-def ring_flows_per_level(k):
-    """[L] flows of one ring round that cross each level: per lap, prod(k[L:]) - prod(k[L+1:]) hops leave a unit of
-    level L-1 through level L and no higher (collectives.ring_hop_latency_s)."""
-    suffix = jnp.cumprod(k[::-1])[::-1]
-    leaving = jnp.where(suffix > 1.0 + 1e-6, suffix, 0.0)
-    return leaving - jnp.concatenate([leaving[1:], jnp.zeros_like(leaving[:1])])
+# flows of one ring round that cross each level: its hops (a ring's flows are its hops)
+ring_flows_per_level = ring_hops_per_level
 
 
 def all_to_all_flows_per_level(k):

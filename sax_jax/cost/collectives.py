@@ -7,7 +7,8 @@ latency); the hierarchical one pays each level for its own share.
 """
 import jax.numpy as jnp
 
-from .placement import spans
+from .nccl_protocol import level_rings_s, ring_s, tree_s
+from .placement import ring_hop_weights, spans
 
 _BIG = 1e30
 # NCCL's tuning model charges every collective a fixed latency besides its per-step hop latencies (which alpha
@@ -35,42 +36,40 @@ def ring_hop_latency_s(k, alpha_s):
 
     A chunk of a pipelined ring crosses the hops one after the other, so the ring pays the sum of its hops'
     latencies, not its slowest hop's on every step: NCCL's tuning model charges a ring all-reduce 2(nNodes - 1)
-    inter-node steps at the network latency and the remaining steps at the intra-node one (src/graph/tuning.cc).
-    Per lap, hops leaving a unit of level L-1 number N_L = prod(k[L:]) (when > 1), so prod(k[L:]) -
-    prod(k[L+1:]) hops cross level L and no higher; e.g. 2 buildings x 256 nodes x 8 GPUs: 2 hops at the
-    cross-building latency, 510 at the building fabric's, 3,584 inside the nodes."""
-    n = jnp.prod(k)
-    suffix = jnp.cumprod(k[::-1])[::-1]  # suffix[L] = prod(k[L:])
-    leaving = jnp.where(suffix > 1.0 + 1e-6, suffix, 0.0)
-    hops = leaving - jnp.concatenate([leaving[1:], jnp.zeros_like(leaving[:1])])
-    return jnp.where(n > 1.0 + 1e-6, jnp.sum(hops * alpha_s) / jnp.maximum(n, 1.0), 0.0)
+    inter-node steps at the network latency and the remaining steps at the intra-node one (src/graph/tuning.cc);
+    the hops per level are placement.ring_hops_per_level's."""
+    return jnp.sum(ring_hop_weights(k) * alpha_s)
 
 
 def ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
-    """2(n-1) alpha_hop + 2 (n-1)/n S/B: the mean hop latency (ring_hop_latency_s), the slowest level's bandwidth."""
+    """2(n-1) alpha_hop + 2 (n-1)/n S/B: the mean hop latency (ring_hop_latency_s), the slowest level's bandwidth,
+    under the fastest of NCCL's protocols (nccl_protocol.ring_s; alpha_s and B as Simple's)."""
     n = jnp.prod(k)
     _, b = bottleneck(k, alpha_s, bw_Bps)
-    return 2.0 * (n - 1.0) * ring_hop_latency_s(k, alpha_s) + 2.0 * (n - 1.0) / n * size_bytes / b
+    return ring_s(k, 2.0 * (n - 1.0), size_bytes, 2.0 * (n - 1.0) / n * size_bytes / b, alpha_s)
 
 
 def ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
-    """(n-1) alpha_s + (n-1)/n S/B; all-gather costs the same."""
-    return 0.5 * ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps)
+    """(n-1) alpha_hop + (n-1)/n S/B under the fastest protocol; all-gather costs the same."""
+    n = jnp.prod(k)
+    _, b = bottleneck(k, alpha_s, bw_Bps)
+    return ring_s(k, n - 1.0, size_bytes, (n - 1.0) / n * size_bytes / b, alpha_s)
 
 
 def tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
-    """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast)."""
-    n = jnp.prod(k)
+    """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast), under the fastest
+    of NCCL's protocols (nccl_protocol.tree_s)."""
     _, b = bottleneck(k, alpha_s, bw_Bps)
-    lat = 2.0 * jnp.sum(jnp.log2(jnp.maximum(k, 1.0)) * alpha_s)
-    return jnp.where(n > 1.0 + 1e-6, lat + 2.0 * size_bytes / b, 0.0)
+    return tree_s(k, size_bytes, 2.0 * size_bytes / b, alpha_s)
 
 
 def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
-    """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L)."""
+    """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L) in
+    2(k_L-1) steps at its own latency, each stage under its fastest protocol (nccl_protocol.level_rings_s)."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
-    per_level = 2.0 * (k - 1.0) * alpha_s + 2.0 * (k - 1.0) / k * size_bytes / inner / bw_Bps
-    return jnp.sum(per_level)
+    level_bytes = size_bytes / inner
+    bandwidth_s = 2.0 * (k - 1.0) / k * level_bytes / bw_Bps
+    return jnp.sum(level_rings_s(k, 2.0 * (k - 1.0), level_bytes, bandwidth_s, alpha_s))
 
 
 def ps_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):

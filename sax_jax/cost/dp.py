@@ -22,9 +22,10 @@ import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
 from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s,
-                          ps_bytes_per_level_allreduce, ps_reduce_scatter_s, ring_hop_latency_s, tree_allreduce_s)
+                          ps_bytes_per_level_allreduce, ps_reduce_scatter_s, tree_allreduce_s)
 from .compute import layer_recompute_s
 from .memory import model_state_bytes
+from .nccl_protocol import ring_s
 from .overlap import exposed_s, nccl_price
 from .placement import spans
 from .terms import Term
@@ -46,12 +47,13 @@ def dp_calls(trained_gpu, group_gpus, layers_stage, overlapped, per_layer):
 def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
     """NCCL ring reduce-scatter (all-gather: same) over levels with k[L] participants each:
     (n-1) alpha_hop + max_L (n-1)/n S / (m_(L-1) B_L) over the spanned levels, m_(L-1) = prod(k below L);
-    alpha_hop is the mean hop latency of the ring (collectives.ring_hop_latency_s)."""
+    alpha_hop is the mean hop latency of the ring (collectives.ring_hop_latency_s); under the fastest of NCCL's
+    protocols (nccl_protocol.ring_s)."""
     n = jnp.prod(k)
     s = spans(k) > 0
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
     per_level = jnp.where(s, (n - 1.0) / n * size_bytes / (inner * bw_Bps), 0.0)
-    return (n - 1.0) * ring_hop_latency_s(k, alpha_s) + jnp.max(per_level)
+    return ring_s(k, n - 1.0, size_bytes, jnp.max(per_level), alpha_s)
 
 
 def server_paths(ctx):

@@ -26,6 +26,21 @@ def spans(k):
     return (k > 1.0 + SPAN_EPS).astype(k.dtype)
 
 
+def ring_hops_per_level(k):
+    """[L] hops of one lap of a ring laid out level by level that cross each level and no higher: prod(k[L:]) -
+    prod(k[L+1:]) hops leave a unit of level L-1 through level L (when prod(k[L:]) > 1); they sum to n. E.g. 2
+    buildings x 256 nodes x 8 GPUs: 2 at the cross-building level, 510 at the building fabric, 3,584 in the nodes."""
+    suffix = jnp.cumprod(k[::-1])[::-1]  # suffix[L] = prod(k[L:])
+    leaving = jnp.where(suffix > 1.0 + SPAN_EPS, suffix, 0.0)
+    return leaving - jnp.concatenate([leaving[1:], jnp.zeros_like(leaving[:1])])
+
+
+def ring_hop_weights(k):
+    """[L] share of a ring's hops at each level (ring_hops_per_level / n; 0 for one GPU)."""
+    n = jnp.prod(k)
+    return jnp.where(n > 1.0 + SPAN_EPS, ring_hops_per_level(k) / jnp.maximum(n, 1.0), 0.0)
+
+
 def hops_per_level(n, m):
     """Pipeline hops of a linear chain of n members crossing exactly level L: n/m_(L-1) - n/m_L (sum n-1)."""
     m_below = jnp.concatenate([jnp.ones_like(m[:1]), m[:-1]])

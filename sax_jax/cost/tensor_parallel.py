@@ -65,10 +65,10 @@ def tp_term(ctx, d, train, gpu, model):
     sp = train.seq_parallel > 0
     mla_sp = (model.mla > 0) & sp
     act_bytes = ctx.act_bytes * jnp.where(mla_sp, (3.0 + model.mla_latent / model.hidden) / 4.0, 1.0)
-    allreduce_s = coll.ring_allreduce_s(k, act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps)
-    # one all-gather or reduce-scatter (half a ring all-reduce) and its NCCL call
-    c_s = 0.5 * allreduce_s + coll.launch_s(k, 1.0)
-    ar_s = allreduce_s + coll.launch_s(k, 1.0)  # without sequence parallelism: one all-reduce call
+    # one all-gather or reduce-scatter and its NCCL call (each call under its fastest protocol)
+    c_s = coll.ring_reduce_scatter_s(k, act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps) + coll.launch_s(k, 1.0)
+    # without sequence parallelism: one all-reduce call
+    ar_s = coll.ring_allreduce_s(k, act_bytes, ctx.tp_net.alpha_s, ctx.tp_net.bw_Bps) + coll.launch_s(k, 1.0)
     # --tp-comm-overlap's mechanism (userbuffers: GEMM chunks that read and write peer memory over NVLink,
     # Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink domain; a TP group across
     # nodes runs plain NCCL collectives between the GEMMs, fully exposed.
