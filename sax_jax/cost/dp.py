@@ -193,6 +193,26 @@ def _group_sync_s(ctx, d, train, k, k_building, k_across, trained, gathered, ove
     return (fsdp_f, fsdp_b), grad_s, param_s, buckets
 
 
+def _weights_sync_s(ctx, d, train, gpu, trained_dense, gathered_dense, trained_expert, gathered_expert, overlapped,
+                    expert_sync):
+    """_group_sync_s of the dense weights over the dp x cp ranks plus, where the program has them (expert_sync,
+    static), the expert weights over their expert-data-parallel ranks (ctx.edp_k): ZeRO-3 gathers every expert
+    weight, trained or frozen; only trained ones (not LoRA's) are reduced and gathered after the step, so frozen
+    experts add no calls there."""
+    fsdp_s, grad_s, param_s, buckets = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
+                                                     trained_dense, gathered_dense, overlapped, gpu.dp_per_layer)
+    if expert_sync:
+        e_fsdp_s, e_grad_s, e_param_s, e_buckets = _group_sync_s(
+            ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert, gathered_expert,
+            overlapped, gpu.dp_per_layer)
+        gathered, trained = gathered_expert > 0, trained_expert > 0
+        fsdp_s = tuple(a + jnp.where(gathered, b, 0.0) for a, b in zip(fsdp_s, e_fsdp_s))
+        grad_s = grad_s + jnp.where(trained, e_grad_s, 0.0)
+        param_s = param_s + jnp.where(trained, e_param_s, 0.0)
+        buckets = buckets + jnp.where(trained, e_buckets, 0.0)
+    return fsdp_s, grad_s, param_s, buckets
+
+
 def zero3_layer_s(ctx, d, train, gpu, expert_sync=True):
     """Seconds one more layer on a stage adds to the stage's exposed ZeRO-3 traffic per microbatch (fsdp, hsdp; 0
     otherwise): in each pass a layer's gathers (and its gradients' reduce-scatter) of c1 seconds hide under that
@@ -205,15 +225,10 @@ def zero3_layer_s(ctx, d, train, gpu, expert_sync=True):
     per_layer = 1.0 / jnp.maximum(ctx.layers_first, 1.0)  # the stage's weights are the first stage's (context.py)
     one = ctx._replace(layers_stage=jnp.ones_like(ctx.layers_stage))
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
-    (c_f, c_b), _, _, _ = _group_sync_s(one, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                        jnp.where(lora, ctx.params_adapter, ctx.params_dense) * per_layer,
-                                        ctx.params_dense * per_layer, overlapped, gpu.dp_per_layer)
-    if expert_sync:
-        (e_f, e_b), _, _, _ = _group_sync_s(one, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across,
-                                            jnp.where(lora, 0.0, ctx.params_expert) * per_layer,
-                                            ctx.params_expert * per_layer, overlapped, gpu.dp_per_layer)
-        gathered = ctx.params_expert > 0
-        c_f, c_b = c_f + jnp.where(gathered, e_f, 0.0), c_b + jnp.where(gathered, e_b, 0.0)
+    trained_dense = jnp.where(lora, ctx.params_adapter, ctx.params_dense) * per_layer
+    trained_expert = jnp.where(lora, 0.0, ctx.params_expert) * per_layer
+    (c_f, c_b), _, _, _ = _weights_sync_s(one, d, train, gpu, trained_dense, ctx.params_dense * per_layer,
+                                          trained_expert, ctx.params_expert * per_layer, overlapped, expert_sync)
     s = nccl_price(gpu)
     w_f = lt.fwd_s
     w_b = (1.0 - gpu.fsdp_backward_serial) * (lt.bwd_s + layer_recompute_s(one, d))
@@ -243,19 +258,8 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
     trained_expert = jnp.where(lora, 0.0, ctx.params_expert)
     zero3 = shards_weights(sharding)
     overlapped = (d.overlap == Overlap.DP) | (d.overlap == Overlap.DP_TP)
-    fsdp_s, grad_s, param_s, buckets = _group_sync_s(ctx, d, train, ctx.grad_k, ctx.grad_k_building, ctx.grad_k_across,
-                                                     trained_dense, ctx.params_dense, overlapped, gpu.dp_per_layer)
-    if expert_sync:
-        e_fsdp_s, e_grad_s, e_param_s, e_buckets = _group_sync_s(
-            ctx, d, train, ctx.edp_k, ctx.edp_k_building, ctx.edp_k_across, trained_expert, ctx.params_expert,
-            overlapped, gpu.dp_per_layer)
-        # ZeRO-3 gathers every expert weight, trained or frozen; only trained ones (not LoRA's) are reduced and
-        # gathered after the step, so frozen experts add no calls there
-        gathered, trained = ctx.params_expert > 0, trained_expert > 0
-        fsdp_s = tuple(a + jnp.where(gathered, b, 0.0) for a, b in zip(fsdp_s, e_fsdp_s))
-        grad_s = grad_s + jnp.where(trained, e_grad_s, 0.0)
-        param_s = param_s + jnp.where(trained, e_param_s, 0.0)
-        buckets = buckets + jnp.where(trained, e_buckets, 0.0)
+    fsdp_s, grad_s, param_s, buckets = _weights_sync_s(ctx, d, train, gpu, trained_dense, ctx.params_dense,
+                                                       trained_expert, ctx.params_expert, overlapped, expert_sync)
     slowdown = nccl_price(gpu)
     # ZeRO-3 prefetches layer by layer within a pass: the forward's gathers hide only under the forward, the
     # backward's gathers and reduce-scatters (one communicator, issued in order) only under the backward and the
