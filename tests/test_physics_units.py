@@ -68,8 +68,19 @@ def test_ring_allreduce_golden():
 
 
 def test_tree_allreduce_golden():
-    # 2 (3 * 1e-6 + 2 * 1e-5) + 2 * 1e9 / 1e10
-    assert float(coll.tree_allreduce_s(K, S, ALPHA, BW)) == pytest.approx(0.200046, rel=1e-5)
+    # latency 2 (3 * 1e-6 + 2 * 1e-5); bytes: S up and down through each level, spread over the links of the GPUs
+    # below it: max(2 * 1e9 / 1e11, 2 * 1e9 / (8 * 1e10)) = 0.025 (one NIC's 2 * 1e9 / 1e10 = 0.2 before)
+    assert float(coll.tree_allreduce_s(K, S, ALPHA, BW)) == pytest.approx(0.025046, rel=1e-5)
+
+
+def test_tree_across_nodes_uses_every_nic_of_a_node_as_the_ring_does():
+    # 64 nodes x 8 GPUs, 1 GB: a node sends and receives S once through the network over its 8 NICs, 2e9 / (8 x 46e9)
+    # = 5.43 ms, about the multi-rail ring's 2 x 511/512 of it; latency 2 (3 x 3 us + 6 x 8 us) = 114 us (Simple)
+    k, alpha, bw = F([8.0, 64.0]), F([3e-6, 8e-6]), F([386e9, 46e9])
+    tree = float(coll.tree_allreduce_s(k, 1e9, alpha, bw))
+    assert tree == pytest.approx(2e9 / (8 * 46e9) + 114e-6, rel=1e-5)
+    ring_bytes_s = 2 * 511 / 512 * 1e9 / (8 * 46e9)
+    assert tree < 1.05 * ring_bytes_s
 
 
 def test_hierarchical_allreduce_golden():

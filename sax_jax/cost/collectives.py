@@ -57,10 +57,15 @@ def ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
 
 
 def tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
-    """Double binary tree: 2 sum_L log2(k_L) alpha_L + 2 S/B (pipelined reduce then broadcast), under the fastest
-    of NCCL's protocols (nccl_protocol.tree_s)."""
-    _, b = bottleneck(k, alpha_s, bw_Bps)
-    return tree_s(k, size_bytes, 2.0 * size_bytes / b, alpha_s)
+    """Double binary tree: 2 sum_L log2(k_L) alpha_L + max_L 2 S / (m_(L-1) B_L) over the spanned levels (pipelined
+    reduce then broadcast), under the fastest of NCCL's protocols (nccl_protocol.tree_s). A unit of level L-1 sends
+    and receives S once through level L, spread over its m_(L-1) GPUs' links (NCCL's channels over a node's NICs):
+    NCCL gives the tree the ring's bus bandwidth (tuning.cc: busBw = nChannels x bw, x0.92, algorithm bandwidth
+    half of it), so across nodes it is multi-rail as the ring is, not one NIC's 2 S / B."""
+    s = spans(k) > 0
+    inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
+    wire_s = jnp.max(jnp.where(s, 2.0 * size_bytes / (inner * bw_Bps), 0.0))
+    return tree_s(k, size_bytes, wire_s, alpha_s)
 
 
 def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
