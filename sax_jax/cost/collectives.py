@@ -62,10 +62,15 @@ def tree_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     and receives S once through level L, spread over its m_(L-1) GPUs' links (NCCL's channels over a node's NICs):
     NCCL gives the tree the ring's bus bandwidth (tuning.cc: busBw = nChannels x bw, x0.92, algorithm bandwidth
     half of it), so across nodes it is multi-rail as the ring is, not one NIC's 2 S / B."""
-    s = spans(k) > 0
+    return tree_s(k, size_bytes, multirail_wire_s(k, 2.0 * size_bytes, bw_Bps), alpha_s)
+
+
+def multirail_wire_s(k, level_bytes, bw_Bps):
+    """Seconds to move level_bytes per unit of each level below through every spanned level L, spread over the
+    links of the m_(L-1) = prod(k below L) GPUs of that unit (NCCL's channels over a node's NICs): the slowest level's
+    level_bytes / (m_(L-1) B_L)."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
-    wire_s = jnp.max(jnp.where(s, 2.0 * size_bytes / (inner * bw_Bps), 0.0))
-    return tree_s(k, size_bytes, wire_s, alpha_s)
+    return jnp.max(jnp.where(spans(k) > 0, level_bytes / (inner * bw_Bps), 0.0))
 
 
 def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):

@@ -21,13 +21,12 @@ the whole message to one NIC and made every data-parallel sync of the Megatron-C
 import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
-from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s,
+from .collectives import (NCCL_BASE_LATENCY_S, bytes_per_level_allreduce, hierarchical_allreduce_s, multirail_wire_s,
                           ps_bytes_per_level_allreduce, ps_reduce_scatter_s, tree_allreduce_s)
 from .compute import layer_recompute_s
 from .memory import model_state_bytes
 from .nccl_protocol import ring_s
 from .overlap import exposed_s, nccl_price
-from .placement import spans
 from .terms import Term
 
 # Megatron-Core DDP's default bucket: max(40M, 1M x dp_cp) parameters ("larger DP sizes need larger buckets to ensure
@@ -50,10 +49,7 @@ def multirail_ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
     alpha_hop is the mean hop latency of the ring (collectives.ring_hop_latency_s); under the fastest of NCCL's
     protocols (nccl_protocol.ring_s)."""
     n = jnp.prod(k)
-    s = spans(k) > 0
-    inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
-    per_level = jnp.where(s, (n - 1.0) / n * size_bytes / (inner * bw_Bps), 0.0)
-    return ring_s(k, n - 1.0, size_bytes, jnp.max(per_level), alpha_s)
+    return ring_s(k, n - 1.0, size_bytes, multirail_wire_s(k, (n - 1.0) / n * size_bytes, bw_Bps), alpha_s)
 
 
 def server_paths(ctx):
