@@ -43,10 +43,11 @@ def ring_hop_latency_s(k, alpha_s):
 
 def ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
     """2(n-1) alpha_hop + 2 (n-1)/n S/B: the mean hop latency (ring_hop_latency_s), the slowest level's bandwidth,
-    under the fastest of NCCL's protocols (nccl_protocol.ring_s; alpha_s and B as Simple's)."""
+    under the fastest of NCCL's protocols (nccl_protocol.ring_s; alpha_s and B as Simple's; Simple with the
+    multi-node ring plateau)."""
     n = jnp.prod(k)
     _, b = bottleneck(k, alpha_s, bw_Bps)
-    return ring_s(k, 2.0 * (n - 1.0), size_bytes, 2.0 * (n - 1.0) / n * size_bytes / b, alpha_s)
+    return ring_s(k, 2.0 * (n - 1.0), size_bytes, 2.0 * (n - 1.0) / n * size_bytes / b, alpha_s, allreduce=True)
 
 
 def ring_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):
@@ -73,13 +74,15 @@ def multirail_wire_s(k, level_bytes, bw_Bps):
     return jnp.max(jnp.where(spans(k) > 0, level_bytes / (inner * bw_Bps), 0.0))
 
 
-def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
+def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps, allreduce=True):
     """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L) in
-    2(k_L-1) steps at its own latency, each stage under its fastest protocol (nccl_protocol.level_rings_s)."""
+    2(k_L-1) steps at its own latency, each stage under its fastest protocol (nccl_protocol.level_rings_s).
+    allreduce=False (static): the stages' latencies without the all-reduce plateau, for callers that take half of
+    this as a hierarchical reduce-scatter or all-gather."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
     level_bytes = size_bytes / inner
     bandwidth_s = 2.0 * (k - 1.0) / k * level_bytes / bw_Bps
-    return jnp.sum(level_rings_s(k, 2.0 * (k - 1.0), level_bytes, bandwidth_s, alpha_s))
+    return jnp.sum(level_rings_s(k, 2.0 * (k - 1.0), level_bytes, bandwidth_s, alpha_s, allreduce))
 
 
 def ps_reduce_scatter_s(k, size_bytes, alpha_s, bw_Bps):

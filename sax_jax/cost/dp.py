@@ -73,24 +73,41 @@ def shards_weights(sharding):
     return (sharding == Sharding.FSDP) | (sharding == Sharding.HSDP)
 
 
-def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, tree=True, ps=None):
+def multirail_ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
+    """One ring all-reduce, 2(n-1) steps and twice the multi-rail reduce-scatter's bytes, under one protocol for
+    the whole call as NCCL chooses it (with Simple's multi-node ring plateau, nccl_protocol.ring_s)."""
+    n = jnp.prod(k)
+    return ring_s(k, 2.0 * (n - 1.0), size_bytes, multirail_wire_s(k, 2.0 * (n - 1.0) / n * size_bytes, bw_Bps),
+                  alpha_s, allreduce=True)
+
+
+def _hierarchical_half_s(k, size_bytes, alpha_s, bw_Bps):
+    return hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps, allreduce=False)
+
+
+def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, allreduce=True, ps=None):
     """algo: multi-rail ring, tree, hierarchical or sharded parameter server (space.DpAlgo). ``calls`` collectives of
-    size_bytes/calls each (see per_call_s). tree=False (static): the collective has no tree in NCCL, 'tree' runs the
-    ring. ps: (alpha_s, bw_Bps) of a sharded parameter server's connections (context.py ps_net: one per peer), or
-    None (static) for a program without one (params.Topology.parameter_server). Its all-reduce is its push and pull
-    rounds (ps_reduce_scatter_s, twice); half of it, as the others', is a reduce-scatter or an all-gather."""
-    ring = 2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps)
-    hier = per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
-    if ps is None:
-        if not tree:
-            return jnp.where(algo == DpAlgo.HIERARCHICAL, hier, ring)
-        return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE],
-                          [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)], hier)
-    server = 2.0 * per_call_s(ps_reduce_scatter_s, calls, k, size_bytes, *ps)
-    if not tree:
-        return jnp.select([algo == DpAlgo.HIERARCHICAL, algo == DpAlgo.PS], [hier, server], ring)
-    return jnp.select([algo == DpAlgo.RING, algo == DpAlgo.TREE, algo == DpAlgo.PS],
-                      [ring, per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps), server], hier)
+    size_bytes/calls each (see per_call_s). allreduce (static): the call is an NCCL all-reduce; False: the caller
+    takes half of this as a reduce-scatter or all-gather, which NCCL runs without a tree ('tree' runs the ring) and
+    without the ring all-reduce's plateau (nccl_protocol.RING_ALLREDUCE_PLATEAU). ps: (alpha_s, bw_Bps) of a sharded
+    parameter server's connections (context.py ps_net: one per peer), or None (static) for a program without one
+    (params.Topology.parameter_server). Its all-reduce is its push and pull rounds (ps_reduce_scatter_s, twice);
+    half of it, as the others', is a reduce-scatter or an all-gather."""
+    if allreduce:
+        ring = per_call_s(multirail_ring_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
+        hier = per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
+    else:
+        ring = 2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps)
+        hier = per_call_s(_hierarchical_half_s, calls, k, size_bytes, alpha_s, bw_Bps)
+    branches, choices = [algo == DpAlgo.RING], [ring]
+    if allreduce:
+        branches.append(algo == DpAlgo.TREE)
+        choices.append(per_call_s(tree_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps))
+    if ps is not None:
+        branches.append(algo == DpAlgo.PS)
+        choices.append(2.0 * per_call_s(ps_reduce_scatter_s, calls, k, size_bytes, *ps))
+    # 'tree' on a reduce-scatter or all-gather falls to the ring, as NCCL has no tree for them
+    return jnp.select(branches + [algo == DpAlgo.HIERARCHICAL], choices + [hier], ring)
 
 
 def per_call_s(collective, calls, k, size_bytes, alpha_s, bw_Bps):
@@ -124,8 +141,8 @@ def dp_step_comm_s(sharding, algo, k_dp, k_inner, k_outer, grad_bytes, param_byt
     # optimizer's reduce-scatter and all-gather run as rings (charging them half a tree all-reduce let a search
     # pick 'tree' for ZeRO-1/2 for a latency NCCL never gives them)
     ar = _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, ps=ps_grad)
-    rs = 0.5 * _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, tree=False, ps=ps_grad)
-    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls, tree=False, ps=ps_param)
+    rs = 0.5 * _allreduce_s(algo, k_dp, grad_bytes, alpha_g, bw_g, calls, allreduce=False, ps=ps_grad)
+    ag = 0.5 * _allreduce_s(algo, k_dp, param_bytes, alpha_s, bw_Bps, calls, allreduce=False, ps=ps_param)
     shard = jnp.maximum(jnp.prod(k_inner), 1.0)
     hsdp_cross = _allreduce_s(algo, k_outer, grad_bytes / shard, alpha_g, bw_g, calls, ps=ps_grad)
     zero12 = (sharding == Sharding.ZERO1) | (sharding == Sharding.ZERO2)

@@ -57,7 +57,8 @@ def outer_sync_s(algo, k_outer, k_inner, outer_bytes_gpu, param_bytes_gpu, alpha
 def inner_gather_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, server=False):
     """All-gather of the updated 16-bit parameters inside the worker (k_inner participants per level); 0 when one
     GPU holds the whole copy."""
-    ag = 0.5 * _allreduce_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, ps=(alpha_s, bw_Bps) if server else None)
+    ag = 0.5 * _allreduce_s(algo, k_inner, param_bytes_gpu, alpha_s, bw_Bps, allreduce=False,
+                            ps=(alpha_s, bw_Bps) if server else None)
     return jnp.where(jnp.prod(k_inner) > 1.0, ag, 0.0)
 
 
