@@ -43,6 +43,26 @@ from sax_jax.search.relaxed import relaxed_search  # noqa: E402
 METHODS = tuple(f"evolution/{s}" for s in STRATEGIES) + ("relaxed", "random")
 
 
+def _max_map_count() -> int:
+    try:
+        with open("/proc/sys/vm/max_map_count") as fh:
+            return int(fh.read())
+    except (OSError, ValueError):
+        return 65530
+
+
+def _maps_in_use() -> int:
+    """Memory mappings of this process (Linux; 0 where /proc is absent)."""
+    try:
+        with open("/proc/self/maps") as fh:
+            return sum(1 for _ in fh)
+    except OSError:
+        return 0
+
+
+MAP_BUDGET = _max_map_count() // 2
+
+
 def run_method(method: str, problem, budget: int, seed: int):
     if method.startswith("evolution/"):
         return evolve(problem, method.split("/", 1)[1], budget=budget, seed=seed)
@@ -195,6 +215,13 @@ def main(argv=None) -> int:
             row["results"][m] = res
             log(f"{sc.name:20s} {m:22s} " + " ".join(f"{x['ratio_to_optimum'] or float('inf'):.4f}" for x in res))
         rows.append(row)
+        # On CPU every XLA executable keeps its code in memory mappings of its own; the suite's programs pass the
+        # kernel's limit (vm.max_map_count, 65,530 by default) after about 18 scenarios and LLVM then fails with
+        # "Cannot allocate memory" while RAM is free. Past half the limit, drop the compiled programs: later
+        # scenarios compile again, timed apart as the first were.
+        if _maps_in_use() > MAP_BUDGET:
+            jax.clear_caches()
+            warm.clear()
 
     methods = {}
     for m, st in stats.items():
