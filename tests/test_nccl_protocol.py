@@ -168,3 +168,13 @@ def test_invariants_never_slower_than_simple_monotone_in_size_latency_bandwidth(
     lat = 2 * (n - 1) * float(coll.ring_hop_latency_s(k, alpha))
     bound = simple_allreduce_s(k, size, alpha, bw) + 0.4 * (lat + 8.4 * US)
     assert float(coll.ring_allreduce_s(k, F(size), alpha, bw)) <= bound * (1 + 1e-5) + 1e-12
+
+
+def test_hierarchical_plateau_only_on_its_outermost_stage():
+    # 1 GB over 2 buildings x 4 nodes of one GPU, every stage under Simple: the node-level stage is a reduce-scatter
+    # and an all-gather (no plateau), the building-level stage the NCCL all-reduce: + 0.4 (8.4 + 2 x 8) us
+    k, alpha, bw = F([1.0, 4.0, 2.0]), F([3e-6, 8e-6, 8e-6]), F([386e9, 46e9, 20e9])
+    s = 1e9
+    inner = 2 * 3 * 8 * US + 2 * 3 / 4 * s / 46e9
+    outer = 2 * 1 * 8 * US + 2 * 1 / 2 * (s / 4) / 20e9 + 0.4 * (8.4 + 16.0) * US
+    assert float(coll.hierarchical_allreduce_s(k, F(s), alpha, bw)) == pytest.approx(inner + outer, rel=1e-5)

@@ -77,8 +77,8 @@ def multirail_wire_s(k, level_bytes, bw_Bps):
 def hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps, allreduce=True):
     """Reduce-scatter inside, all-reduce across, all-gather inside: level L moves 2(k_L-1)/k_L S/prod(k_<L) in
     2(k_L-1) steps at its own latency, each stage under its fastest protocol (nccl_protocol.level_rings_s).
-    allreduce=False (static): the stages' latencies without the all-reduce plateau, for callers that take half of
-    this as a hierarchical reduce-scatter or all-gather."""
+    allreduce=False (static): without the outermost stage's all-reduce plateau, for callers that take half of this
+    as a hierarchical reduce-scatter or all-gather."""
     inner = jnp.cumprod(jnp.concatenate([jnp.ones_like(k[:1]), k[:-1]]))
     level_bytes = size_bytes / inner
     bandwidth_s = 2.0 * (k - 1.0) / k * level_bytes / bw_Bps

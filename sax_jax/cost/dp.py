@@ -18,6 +18,8 @@ bus bandwidth; DGX SuperPOD reference architectures). The flat bottleneck form (
 the whole message to one NIC and made every data-parallel sync of the Megatron-Core H100 runs ~8x too slow
 (dp=48 with 8, 4, 2 members per node); hierarchical and tree keep collectives.py's forms.
 """
+from functools import partial
+
 import jax.numpy as jnp
 
 from ..space import DpAlgo, Overlap, Sharding
@@ -81,10 +83,6 @@ def multirail_ring_allreduce_s(k, size_bytes, alpha_s, bw_Bps):
                   alpha_s, allreduce=True)
 
 
-def _hierarchical_half_s(k, size_bytes, alpha_s, bw_Bps):
-    return hierarchical_allreduce_s(k, size_bytes, alpha_s, bw_Bps, allreduce=False)
-
-
 def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, allreduce=True, ps=None):
     """algo: multi-rail ring, tree, hierarchical or sharded parameter server (space.DpAlgo). ``calls`` collectives of
     size_bytes/calls each (see per_call_s). allreduce (static): the call is an NCCL all-reduce; False: the caller
@@ -98,7 +96,7 @@ def _allreduce_s(algo, k, size_bytes, alpha_s, bw_Bps, calls=1.0, allreduce=True
         hier = per_call_s(hierarchical_allreduce_s, calls, k, size_bytes, alpha_s, bw_Bps)
     else:
         ring = 2.0 * per_call_s(multirail_ring_reduce_scatter_s, calls, k, size_bytes, alpha_s, bw_Bps)
-        hier = per_call_s(_hierarchical_half_s, calls, k, size_bytes, alpha_s, bw_Bps)
+        hier = per_call_s(partial(hierarchical_allreduce_s, allreduce=False), calls, k, size_bytes, alpha_s, bw_Bps)
     branches, choices = [algo == DpAlgo.RING], [ring]
     if allreduce:
         branches.append(algo == DpAlgo.TREE)

@@ -64,10 +64,12 @@ def _level_hops_s(alpha_s, nvlink, multi_node):
     return hops + [alpha_s]
 
 
-def _plateau_s(latency_nccl_s, plateau):
-    """What NCCL's ring plateau adds to a Simple all-reduce where ``plateau`` (elementwise) holds: 0.4 of its
-    latency. latency_nccl_s: the ring's Simple hop latencies, each at most NCCL's own hop on its kind of level
-    (_nccl_share_s): the factor is NCCL's measured ring overhead, not a multiple of a long link's propagation."""
+def _plateau_s(latency_nccl_s, multi_node, size_bytes, ranks):
+    """What NCCL's ring plateau adds to a Simple all-reduce of ``ranks`` ranks across nodes (elementwise): 0.4 of
+    its latency once each rank's share reaches PLATEAU_MIN_BYTES_PER_RANK. latency_nccl_s: the ring's Simple hop
+    latencies, each at most NCCL's own hop on its kind of level (_nccl_share_s): the factor is NCCL's measured ring
+    overhead, not a multiple of a long link's propagation."""
+    plateau = multi_node & (size_bytes >= PLATEAU_MIN_BYTES_PER_RANK * ranks)
     return jnp.where(plateau, (RING_ALLREDUCE_PLATEAU - 1.0) * (BASE_LATENCY_S[2] + latency_nccl_s), 0.0)
 
 
@@ -110,23 +112,24 @@ def ring_s(k, steps, size_bytes, bandwidth_s, alpha_s, allreduce=False):
     latency_s = [steps * jnp.sum(weights * h) for h in _level_hops_s(alpha_s, nvlink, multi_node)]
     extra_s = 0.0
     if allreduce:
-        plateau = multi_node & (size_bytes >= PLATEAU_MIN_BYTES_PER_RANK * n)
-        extra_s = _plateau_s(steps * jnp.sum(weights * _nccl_share_s(alpha_s, nvlink)), plateau)
+        extra_s = _plateau_s(steps * jnp.sum(weights * _nccl_share_s(alpha_s, nvlink)), multi_node, size_bytes, n)
     return _fastest_s(n, latency_s, bandwidth_s, steps / jnp.maximum(n, 1.0) * size_bytes, nodes,
                       multi_node & (k[0] < 2.0 - 1e-6), LL_BUS, LL128_BUS, extra_s)
 
 
 def level_rings_s(k, steps, size_bytes, bandwidth_s, alpha_s, allreduce=False):
     """[L] ring_s for one ring per level, each of k[L] ranks over that level only (a hierarchical collective's
-    stages; above the NVLink level every rank of a stage's ring is in its own node). allreduce (static): each
-    stage is an all-reduce (its multi-node stages pay the ring plateau under Simple)."""
+    stages; above the NVLink level every rank of a stage's ring is in its own node). allreduce (static): the
+    stages make a hierarchical all-reduce, whose outermost spanned stage is an NCCL all-reduce (the ring plateau
+    under Simple) and whose stages below it are a reduce-scatter and an all-gather (none)."""
     nvlink = jnp.arange(alpha_s.shape[-1]) == 0
     multi_node = ~nvlink & (k > 1.0 + 1e-6)
     latency_s = [steps * h for h in _level_hops_s(alpha_s, nvlink, multi_node)]
     extra_s = 0.0
     if allreduce:
-        plateau = multi_node & (size_bytes >= PLATEAU_MIN_BYTES_PER_RANK * k)
-        extra_s = _plateau_s(steps * _nccl_share_s(alpha_s, nvlink), plateau)
+        ranks_above = jnp.cumprod(k[::-1])[::-1] / k  # product of the participants of the levels above each
+        outermost = multi_node & (ranks_above < 1.0 + 1e-6)
+        extra_s = _plateau_s(steps * _nccl_share_s(alpha_s, nvlink), outermost, size_bytes, k)
     return _fastest_s(k, latency_s, bandwidth_s, steps / jnp.maximum(k, 1.0) * size_bytes, jnp.where(nvlink, 1.0, k),
                       multi_node, LL_BUS, LL128_BUS, extra_s)
 
