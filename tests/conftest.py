@@ -3,7 +3,11 @@ import os
 import shutil
 import tempfile
 
-import jax
+import xla_flags
+
+xla_flags.apply()  # before jax starts its backend (xla_flags.py: why)
+
+import jax  # noqa: E402
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -3,12 +3,19 @@ sample of designs (flat evaluation), the grid path of a short sweep, a seeded se
 cases. Run once before a refactor that must not change numbers; tests/test_golden.py compares against it.
 
     python tests/record_golden.py            # writes tests/data/golden_model.npz
+    python tests/record_golden.py --validate-27 "<why>"   # rewrites tests/data/validate_27_before.json
+
+Both record under the suite's XLA flags (tests/xla_flags.py), so they compare bit for bit on this machine.
 """
 import glob
 import os
 import sys
 
-import jax
+import xla_flags
+
+XLA_FLAGS = xla_flags.apply()  # the suite's flags (tests/xla_flags.py), before jax starts its backend
+
+import jax  # noqa: E402
 import jax.numpy as jnp
 import numpy as np
 
@@ -72,7 +79,25 @@ def record() -> dict:
     out["validate/predicted"] = np.asarray([c["predicted"] for c in cases], np.float64)
     out["meta/jax"] = np.asarray(jax.__version__)
     out["meta/cpu"] = np.asarray(cpu_fingerprint())
+    out["meta/xla_flags"] = np.asarray(XLA_FLAGS)
     return out
+
+
+def record_validate_27(why: str) -> None:
+    """Re-record tests/data/validate_27_before.json (test_validate.test_27_predictions_unchanged) under the suite's
+    flags: the 27 original runs' predictions and per-dataset figures; ``why`` (the deliberate change) is appended to
+    its recorded_from."""
+    import json
+    from test_validate import BEFORE, ORIGINAL
+    rep = sx.validate(ORIGINAL)
+    with open(BEFORE) as fh:
+        data = json.load(fh)
+    data["predicted"] = {c["id"]: c["predicted"] for c in rep["cases"]}
+    data["datasets"] = rep["datasets"]
+    data["recorded_from"] = data["recorded_from"] + "; again " + why
+    with open(BEFORE, "w") as fh:
+        json.dump(data, fh, indent=1)
+        fh.write("\n")
 
 
 def cpu_fingerprint() -> str:
@@ -93,6 +118,10 @@ def cpu_fingerprint() -> str:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--validate-27"]:  # python tests/record_golden.py --validate-27 "<the deliberate change>"
+        record_validate_27(" ".join(sys.argv[2:]) or sys.exit("say why: --validate-27 <the deliberate change>"))
+        print(f"27 predictions recorded with jax {jax.__version__}")
+        sys.exit(0)
     data = record()
     np.savez_compressed(os.path.join(ROOT, "tests", "data", "golden_model.npz"), **data)
     print(f"{len(data)} arrays recorded with jax {jax.__version__}")

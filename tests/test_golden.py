@@ -3,8 +3,9 @@ must not change what the model computes. The file was first recorded before the 
 (commit "cost: the step as named terms" passed against it, timing bit-identical); a deliberate physics change
 re-records it in the same commit and says so.
 
-On CPU with the JAX version and the CPU that recorded the file the comparison is exact (bit-identical); elsewhere
-(another JAX release, another CPU's vector width, a GPU's fusion) float32 reductions run in another order: a few
+On CPU with the JAX version, the CPU and the XLA flags (tests/xla_flags.py) that recorded the file the comparison is
+exact (bit-identical); elsewhere (another JAX release, another CPU's vector width, another LLVM optimization level, a
+GPU's fusion) float32 reductions run in another order: a few
 ulps, or 1e-4 relative plus 1e-6 absolute where a long sum (an expert trace's 58 layers x 256 experts) or a
 difference of two terms (the pipeline stall) amplifies them; a physics change moves these numbers by far more.
 """
@@ -20,7 +21,8 @@ from record_golden import ROOT, cost_arrays, cpu_fingerprint, sample_indices, sc
 
 GOLDEN = np.load(os.path.join(os.path.dirname(__file__), "data", "golden_model.npz"))
 EXACT = (jax.default_backend() == "cpu" and str(GOLDEN["meta/jax"]) == jax.__version__
-         and "meta/cpu" in GOLDEN and str(GOLDEN["meta/cpu"]) == cpu_fingerprint())
+         and "meta/cpu" in GOLDEN and str(GOLDEN["meta/cpu"]) == cpu_fingerprint()
+         and "meta/xla_flags" in GOLDEN and str(GOLDEN["meta/xla_flags"]) == os.environ.get("XLA_FLAGS", ""))
 MAXULP = 8  # elsewhere, or within REL_TOL of the recorded value plus ABS_TOL
 REL_TOL = 1e-4
 ABS_TOL = 1e-6  # 1 us on the time arrays: below anything the model resolves, above a difference's rounding
