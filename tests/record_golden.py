@@ -119,7 +119,10 @@ def cpu_fingerprint() -> str:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--validate-27"]:  # python tests/record_golden.py --validate-27 "<the deliberate change>"
-        record_validate_27(" ".join(sys.argv[2:]) or sys.exit("say why: --validate-27 <the deliberate change>"))
+        why = " ".join(sys.argv[2:]).strip()
+        if not why:
+            sys.exit("say why: --validate-27 <the deliberate change>")
+        record_validate_27(why)
         print(f"27 predictions recorded with jax {jax.__version__}")
         sys.exit(0)
     data = record()

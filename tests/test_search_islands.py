@@ -8,6 +8,8 @@ import sys
 
 import pytest
 
+import xla_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 SCRIPT = r"""
@@ -56,7 +58,8 @@ print(json.dumps(out))
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu",
+    env = dict(os.environ, XLA_FLAGS=xla_flags.with_flags("--xla_force_host_platform_device_count=4"),
+               JAX_PLATFORMS="cpu",
                PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, ROOT, str(tmp_path_factory.mktemp("islands_cache"))],
                           capture_output=True, text=True, env=env, timeout=3000)

@@ -16,6 +16,8 @@ from sax_jax.report import fmt_time
 from sax_jax.search import checkpoint as ckpt
 from sax_jax.search.exhaustive import FRONTS, sweep
 
+import xla_flags
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CONFIGS = os.path.join(ROOT, "configs")
 CHUNK = 16  # small blocks: many blocks per sweep, so merges across blocks are exercised
@@ -257,7 +259,7 @@ def _cli(args, env=None, **kw):
 
 def _env(cache_dir, devices=1):
     env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}  # piped: the 120-column default
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = xla_flags.with_flags(f"--xla_force_host_platform_device_count={devices}")
     env["JAX_PLATFORMS"] = "cpu"
     env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
     return env
