@@ -59,8 +59,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     env = dict(os.environ, XLA_FLAGS=xla_flags.with_flags("--xla_force_host_platform_device_count=4"),
-               JAX_PLATFORMS="cpu",
-               PYTHONPATH=ROOT)
+               JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
     proc = subprocess.run([sys.executable, "-c", SCRIPT, ROOT, str(tmp_path_factory.mktemp("islands_cache"))],
                           capture_output=True, text=True, env=env, timeout=3000)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -4,11 +4,11 @@ The suite is compile-bound: on 2 cores, XLA:CPU's backend compile was 62% of all
 over both workers, jax.monitoring's backend_compile_duration), tracing 12% and lowering 5%. The step model is ~1 MB of
 HLO, and the tests check numbers, not code generation, so the tests compile it the cheap way:
 
-* ``--xla_backend_optimization_level=0``: LLVM at -O0. Default scenario, 512 designs: compile 8.4 s -> 5.7 s,
-  evaluation 3.9 ms -> 9.6 ms.
+* ``--xla_backend_optimization_level=0``: LLVM at -O0. Default scenario, 512 designs, measured on one machine:
+  compile 8.4 s -> 5.7 s, evaluation 3.9 ms -> 9.6 ms.
 * ``--xla_cpu_use_fusion_emitters=false``: XLA:CPU's older loop emitters instead of its MLIR fusion emitters, whose
-  lowering pipeline is most of the remaining compile. Same scenario, same machine, one run after the other: compile
-  12.9 s -> 6.4 s at -O0 (17.3 s -> 9.5 s at the default level). It does not speed up the sweep's grid program as much
+  lowering pipeline is most of the remaining compile. Same scenario on another, ~1.8x slower machine, one run after
+  the other: compile 12.9 s -> 6.4 s at -O0 (17.3 s -> 9.5 s at the default level). It does not speed up the sweep's grid program as much
   (32.4 s -> 26.5 s), and there throughput dropped ~11%, so users' `sax` runs keep XLA's defaults.
 
 Neither flag enables fast math: only the last bits of float results move (1.8e-7 relative at most over 512 step
