@@ -29,7 +29,7 @@ from . import specs as S
 from .config import Scenario, load_framework, load_gpu, load_transports, read_yaml
 from .cost import step_time
 from .cost.compute import layer_flops, model_flops_per_sequence
-from .params import build_params, stack_trees
+from .params import build_params, model_params, stack_trees
 from .resources import configs_dir
 from .space import AXES, NUMERIC_AXES, Design, DesignSpace
 from .uncertainty import model_class, scenario_is_moe
@@ -821,27 +821,46 @@ def case_arrays(cases, gpu_override=None, pad=False):
     return stack_trees(params), stack_trees(designs)
 
 
-def hw_flops_per_sequence(case) -> float:
-    """Model FLOPs plus what recomputation adds: a transformer-layer forward (full) or the attention core
-    (selective); Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + V/16lh) for full recompute."""
-    P = build_params(case.scenario, jnp.float64) if jax.config.jax_enable_x64 else build_params(case.scenario)
-    m = P.model
-    seq = case.scenario.training.seq_len
-    qkv, proj, mlp, attn = (float(x) for x in layer_flops(1.0, seq, m, m.moe_fraction))
+@jax.jit
+def _sequence_flops(model, seq):
+    """(model FLOPs of one sequence, (qkv, proj, mlp, attn) forward FLOPs of one layer on one sequence), as one
+    compiled program: counted eagerly, these few dozen scalar jnp operations each dispatched (and on first use
+    compiled) on their own, ~7 ms per case and ~20 one-operation programs per process."""
+    return model_flops_per_sequence(seq, model), layer_flops(1.0, seq, model, model.moe_fraction)
+
+
+def _host_flops(case):
+    """_sequence_flops of a case's model and sequence length (float64 when x64 is on)."""
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    # a float sequence length: s * s of a large int sequence would overflow int32 (compute.window_keys_ratio)
+    seq = jnp.asarray(float(case.scenario.training.seq_len), dtype)
+    total, parts = _sequence_flops(model_params(case.scenario.model, dtype), seq)
+    return float(total), tuple(float(x) for x in parts)
+
+
+def _hw_flops(case, total, parts) -> float:
+    qkv, proj, mlp, attn = parts
     full = qkv + proj + mlp + attn
     t = case.scenario.training
     mods = t.recompute_modules
     # selective: Megatron's attention core, or an op-level policy's share of the linear layers
     selective = (qkv + proj + mlp) * t.recompute_linear_share if "linear" in mods else attn
     extra = {"full": full, "half": 0.5 * full, "selective": selective, "none": 0.0}[case.design["recompute"]]
-    return float(model_flops_per_sequence(seq, m)) + case.scenario.model.layers * extra
+    return total + case.scenario.model.layers * extra
+
+
+def hw_flops_per_sequence(case) -> float:
+    """Model FLOPs plus what recomputation adds: a transformer-layer forward (full) or the attention core
+    (selective); Narayanan et al. 2021's 96 B s l h^2 (1 + s/6h + V/16lh) for full recompute."""
+    return _hw_flops(case, *_host_flops(case))
 
 
 def metrics_of(case, step_s: float, feasible: bool) -> dict:
     sc = case.scenario
     gbs, n = sc.training.global_batch_sequences, sc.system.n_gpus
-    model = float(model_flops_per_sequence(sc.training.seq_len, build_params(sc).model)) * gbs
-    hw = hw_flops_per_sequence(case) * gbs
+    total, parts = _host_flops(case)
+    model = total * gbs
+    hw = _hw_flops(case, total, parts) * gbs
     t = step_s if step_s > 0 and math.isfinite(step_s) else float("nan")
     return {"iteration_s": t, "tflops_per_gpu": model / t / n / 1e12, "tflops_per_gpu_hw": hw / t / n / 1e12,
             "mfu": model / t / n / sc.system.gpu.peak_flops(sc.training.precision),

@@ -119,6 +119,27 @@ def test_metrics_hand_checked(result):
     assert n["tflops_per_gpu_hw"] == pytest.approx(hw / n["iteration_s"] / 3072 / 1e12, rel=1e-5)
 
 
+def test_host_flop_counts_jit_equals_eager():
+    """The FLOP counts behind the TFLOP/s and MFU metrics run as one compiled program (validation._sequence_flops);
+    op by op (jax.disable_jit, as they ran before) they agree to float32 rounding, on a dense run with full
+    recompute, an MoE run with a sliding window and YaRN RoPE, a hybrid Mamba-MoE run with selective recompute and
+    MLA."""
+    import jax
+    ids = {"n1t", "mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280",
+           "mb-26.04-h100-nemotron3-nano-30b-a3b-pretrain-fp8-16g-gbs1024",
+           "mb-26.04-b200-deepseek-v3-pretrain-mxfp8-256g-gbs4096"}
+    cases = [c for c in V.load_all().cases if c.id in ids]
+    assert {c.id for c in cases} == ids
+    for c in cases:
+        jitted = V.hw_flops_per_sequence(c), V.metrics_of(c, 2.0, True)
+        with jax.disable_jit():
+            eager = V.hw_flops_per_sequence(c), V.metrics_of(c, 2.0, True)
+        assert jitted[0] == pytest.approx(eager[0], rel=1e-6)
+        assert jitted[0] > 0
+        for k in ("tflops_per_gpu", "tflops_per_gpu_hw", "mfu", "tokens_per_s"):
+            assert jitted[1][k] == pytest.approx(eager[1][k], rel=1e-6), (c.id, k)
+
+
 def _train(case, sp, flash=False):
     t = build_params(case.scenario).train
     return t._replace(seq_parallel=jnp.float32(sp), flash=jnp.float32(flash))
