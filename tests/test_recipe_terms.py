@@ -132,6 +132,22 @@ def test_mtp_moves_layers_off_the_last_stage(mtp_s, layers_stage, with_logits):
     assert (float(n), float(last)) == (layers_stage, with_logits)
 
 
+def test_recomputing_the_moe_module_runs_its_all_to_alls_again(moe):
+    """Megatron-Core checkpoints the whole MoE layer forward when selective recompute names "moe" (moe_layer.py:
+    tensor_parallel.checkpoint over router, dispatch, experts, combine), so a layer's all-to-alls go from 2 forward +
+    2 backward to 2 + 2 + 2: 1.5x the exposed expert-parallel time, without EP overlap. Other modules leave them."""
+    base = _cost(moe)["breakdown"]["ep"]
+    assert base > 0
+    assert _cost(_with(moe, recompute_modules=("core_attn", "moe")))["breakdown"]["ep"] == pytest.approx(1.5 * base,
+                                                                                                         rel=1e-5)
+    assert _cost(_with(moe, recompute_modules=("core_attn", "moe_act", "layernorm")))["breakdown"]["ep"] == \
+        pytest.approx(base, rel=REL)
+    # full recompute reruns them too; no recompute does not
+    assert _cost(moe, recompute="full")["breakdown"]["ep"] == pytest.approx(1.5 * base, rel=1e-5)
+    assert _cost(_with(moe, recompute_modules=("core_attn", "moe")), recompute="none")["breakdown"]["ep"] == \
+        pytest.approx(_cost(moe, recompute="none")["breakdown"]["ep"], rel=REL)
+
+
 def test_ep_overlap_hides_all_to_alls_and_never_slows(moe):
     for axes in ({}, {"ep": 4, "tp": 1}, {"mbs": 2}):
         plain, over = _cost(moe, **axes), _cost(_with(moe, ep_overlap=True), **axes)

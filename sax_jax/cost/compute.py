@@ -370,7 +370,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # Selective recompute runs the forward of the modules Training.recompute_modules names once more: the attention
     # core (Megatron-Core's default), the dense MLPs, the MoE experts, their activation, the shared experts, the
     # norms (2 norms x read + write 16-bit = 8 of ELEMENTWISE_BYTES_PER_H) or MLA's up projections. Recomputing the
-    # MoE layer re-runs its experts; its dispatch all-to-all again is left out.
+    # MoE layer re-runs its router and experts (and waits on the host again); its all-to-alls run again in ep_term.
     dense_fl, routed_fl, shared_fl = mlp_flops_parts(mbs * seq, model, model.moe_fraction, model.imbalance)
     moe_act_f = act_bytes_per_ffn * expert_ffn / mem_bw
     dense_mlp_f = gt(dense_fl) + act_bytes_per_ffn * dense_ffn / mem_bw

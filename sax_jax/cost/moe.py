@@ -5,7 +5,11 @@ imbalance (max/mean expert load), which also scales expert compute (compute.py).
 from the innermost part of the data-parallel axis (Megatron-Core's expert-data layout). Per MoE layer the
 forward runs dispatch + combine (2 all-to-alls) and the backward their gradients (2: the gradient of an
 all-to-all is the reverse all-to-all of the same bytes, combine's before dispatch's; Megatron-Core's
-_AllToAll autograd function is exactly that), full recompute the forward's again.
+_AllToAll autograd function is exactly that), full recompute the forward's again, and so does selective recompute
+of the MoE module (Training.recompute_modules "moe"): Megatron-Core checkpoints the whole MoELayer forward (router,
+dispatch all-to-all, experts, combine all-to-all; megatron/core/transformer/moe/moe_layer.py runs
+tensor_parallel.checkpoint over it when moe_layer_recompute), so the layer's backward starts by running both
+forward all-to-alls again.
 """
 import jax
 import jax.numpy as jnp
@@ -13,6 +17,7 @@ import jax.numpy as jnp
 from .collectives import all_to_all_levels_s, bottleneck, launch_s
 from .compute import dispatched_width
 from .expert_placement import level_fractions
+from ..space import Recompute
 from .overlap import exposed_s, nccl_price
 from .terms import Term
 
@@ -83,10 +88,12 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=nccl_price(gpu))
     kept = jnp.where(comm_s > 0, exposed / jnp.where(comm_s > 0, comm_s, 1.0), 1.0)
     fwd_layer_s, bwd_layer_s = fwd_layer_s * kept, bwd_layer_s * kept
-    full = ctx.recompute_share  # layers whose forward runs twice
-    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
+    # layers whose forward all-to-alls run twice: the fully recomputed ones, or every MoE layer when selective
+    # recompute names the MoE module (module docstring)
+    again = jnp.where(d.recompute == Recompute.SELECTIVE, train.rc_moe, ctx.recompute_share)
+    stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + again * fwd_layer_s)
 
-    alltoalls = FWD_ALLTOALLS * (1.0 + full) + BWD_ALLTOALLS
+    alltoalls = FWD_ALLTOALLS * (1.0 + again) + BWD_ALLTOALLS
     if tables is None:
         leaving = members - jnp.concatenate([jnp.ones_like(members[:1]), members[:-1]])  # members outside each level
         per_gpu = alltoalls * moe_alltoall_bytes(ctx.tokens_gpu, model) * jnp.sum(ctx.xb * leaving / d.ep)
