@@ -10,6 +10,7 @@ import re
 import types
 from contextlib import redirect_stdout
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -124,7 +125,6 @@ def test_host_flop_counts_jit_equals_eager():
     op by op (jax.disable_jit, as they ran before) they agree to float32 rounding, on a dense run with full
     recompute, an MoE run with a sliding window and YaRN RoPE, a hybrid Mamba-MoE run with selective recompute and
     MLA."""
-    import jax
     ids = {"n1t", "mb-26.04-gb300-gpt-oss-120b-pretrain-bf16-64g-gbs1280",
            "mb-26.04-h100-nemotron3-nano-30b-a3b-pretrain-fp8-16g-gbs1024",
            "mb-26.04-b200-deepseek-v3-pretrain-mxfp8-256g-gbs4096"}

@@ -14,10 +14,10 @@ forward all-to-alls again.
 import jax
 import jax.numpy as jnp
 
+from ..space import Recompute
 from .collectives import all_to_all_levels_s, bottleneck, launch_s
 from .compute import dispatched_width
 from .expert_placement import level_fractions
-from ..space import Recompute
 from .overlap import exposed_s, nccl_price
 from .terms import Term
 
