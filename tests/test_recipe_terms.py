@@ -149,6 +149,9 @@ def test_recomputing_the_moe_module_runs_its_all_to_alls_again(moe):
 
 
 def test_ep_overlap_hides_all_to_alls_and_never_slows(moe):
+    # 16x the scenario's batch: 16-64 microbatches per pipeline, so that the 1F1B has a steady state to pair them in
+    # (test_ep_overlap_leaves_the_unpaired_passes_exposed)
+    moe = _with(moe, global_batch_sequences=16 * moe.training.global_batch_sequences)
     for axes in ({}, {"ep": 4, "tp": 1}, {"mbs": 2}):
         plain, over = _cost(moe, **axes), _cost(_with(moe, ep_overlap=True), **axes)
         assert over["breakdown"]["ep"] < plain["breakdown"]["ep"]
@@ -162,6 +165,34 @@ def test_ep_overlap_needs_two_microbatches(moe):
     one = _with(moe, global_batch_sequences=moe.system.n_gpus // 8)  # dp x mbs sequences: one microbatch
     assert _cost(_with(one, ep_overlap=True))["breakdown"]["ep"] == pytest.approx(_cost(one)["breakdown"]["ep"],
                                                                                     rel=REL)
+
+
+def test_unpaired_passes_of_the_combined_1f1b():
+    """Megatron-Core's combined 1F1B runs the first forward and the last backward alone without pipelining (1 of m
+    each way); interleaved, the first stage's warmup, 2 (pp - 1) + (vpp - 1) pp + 1 chunks, of its m vpp."""
+    from sax_jax.cost.moe import unpaired_share
+    assert float(unpaired_share(1.0, 1.0, 5.0)) == pytest.approx(1 / 5, rel=REL)  # GPT-OSS on 64 GB200s, MBS 4
+    # Qwen3-235B on 256 GB300s (26.06): PP 4, VP 12, 8192 / (64 x 2) = 64 microbatches: (6 + 44 + 1) / 768
+    assert float(unpaired_share(4.0, 12.0, 64.0)) == pytest.approx(51 / 768, rel=REL)
+    assert float(unpaired_share(8.0, 4.0, 4.0)) == 1.0  # everything in warmup: nothing pairs
+    assert float(unpaired_share(4.0, 1.0, 16.0)) == pytest.approx(4 / 16, rel=REL)  # plain 1F1B: pp - 1 + 1
+
+
+def test_ep_overlap_leaves_the_unpaired_passes_exposed(moe):
+    """At PP 1 with m microbatches the first forward's and the last backward's all-to-alls, 1/m of the step's, cannot
+    hide: the rest hides and pays the SMs and contention of its kernels (overlap.nccl_price), so the EP time is
+    f + s (1 - f) of the plain one with f = 1/m, and falls toward s as m grows."""
+    pp1 = {"pp": 1, "tp": 8, "ep": 8}
+    dp = moe.system.n_gpus // 8
+    g = moe.system.gpu
+    s = g.comm_sms / g.sm_count + g.efficiency.overlap_contention
+    ratios = []
+    for m in (2, 8):
+        sc = _with(moe, global_batch_sequences=m * dp)  # MBS 1: m microbatches per pipeline
+        plain, over = _cost(sc, **pp1), _cost(_with(sc, ep_overlap=True), **pp1)
+        ratios.append(over["breakdown"]["ep"] / plain["breakdown"]["ep"])
+        assert ratios[-1] == pytest.approx(1 / m + s * (1 - 1 / m), rel=1e-5)
+    assert ratios[1] < ratios[0]
 
 
 def test_node_dedup_ratio_is_the_hypergeometric_count():

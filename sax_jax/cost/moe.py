@@ -59,6 +59,20 @@ def moe_layer_comm_s(k_ep, level_bytes, model, alpha_s, bw_Bps):
     return FWD_ALLTOALLS * one, BWD_ALLTOALLS * one
 
 
+def unpaired_share(pp, vpp, microbatches):
+    """Share of a stage's forward and backward passes that Megatron-Core's combined 1F1B (the EP all-to-all overlap)
+    runs with no other microbatch's pass beside them, so their all-to-alls stay exposed. Without pipelining the first
+    microbatch's forward and the last one's backward run alone (combined_1f1b.py,
+    combined_1f1b_schedule_for_no_pipelining: the steady loop pairs num_microbatches - 1 of them); interleaved, the
+    first stage's warmup forwards, (pp - 1) 2 + (vpp - 1) pp + 1 model chunks (schedules.py: the interleaved warmup
+    count plus the one microbatch the overlap adds), and as many cooldown backwards, of its m vpp chunk passes each
+    way. Megatron-Core runs the overlap with pp > 1 only interleaved (it asserts a virtual pipeline); a plain 1F1B
+    pipeline is taken as the same scheme on its own warmup, pp - 1 + 1 microbatches. pp, vpp: the design's;
+    microbatches: per pipeline and step."""
+    warmup = jnp.where(vpp > 1.0, 2.0 * (pp - 1.0) + (vpp - 1.0) * pp, pp - 1.0) + 1.0
+    return jnp.minimum(warmup / jnp.maximum(microbatches * vpp, 1.0), 1.0)
+
+
 def ep_term(ctx, d, model, train, gpu, tables=None):
     """(Term, forward seconds per layer averaged over the layers: MoE layers are a fraction of them). tables: the
     scenario's expert placement tables (None: the model's constant locality and imbalance)."""
@@ -82,10 +96,11 @@ def ep_term(ctx, d, model, train, gpu, tables=None):
     # Training.ep_overlap: in the 1F1B steady state Megatron-Core merges one microbatch's forward with another's
     # backward and runs each one's all-to-alls beside the other's layer compute, so a layer's all-to-alls hide under
     # a layer's forward + backward (overlap.exposed_s, with the SMs the communication kernels take). Needs two
-    # microbatches in flight.
+    # microbatches in flight, and the passes with no partner keep theirs exposed (unpaired_share).
     overlapped = (train.ep_overlap > 0) & (ctx.microbatches > 1.0)
     comm_s = fwd_layer_s + bwd_layer_s
-    exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped, slowdown=nccl_price(gpu))
+    exposed = exposed_s(comm_s, ctx.layer.fwd_s + ctx.layer.bwd_s, overlapped,
+                        chunks=1.0 / unpaired_share(d.pp, d.vpp, ctx.microbatches), slowdown=nccl_price(gpu))
     kept = jnp.where(comm_s > 0, exposed / jnp.where(comm_s > 0, comm_s, 1.0), 1.0)
     fwd_layer_s, bwd_layer_s = fwd_layer_s * kept, bwd_layer_s * kept
     # layers whose forward all-to-alls run twice: the fully recomputed ones, or every MoE layer when selective
