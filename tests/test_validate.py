@@ -594,3 +594,19 @@ def test_rows_excluded_for_an_impossible_layout_cannot_hold_the_model(rid):
     (res,) = V.evaluate_cases([case])
     assert not res["metrics"]["feasible"]
     assert res["memory_GiB"] > 1.25 * GB300_HBM_GiB
+
+
+def test_the_row_excluded_for_an_ep_its_stage_cannot_hold_is_one_the_model_refuses():
+    """25.09's DeepSeek-V3 FP8-MX variant on 256 GB200s, set aside by import_shared.py: its table cells give PP 8 but
+    only the base variant's EP 64, and a stage of 256 / 8 = 32 ranks cannot hold EP 64. Built as published, the
+    reader refuses it with that reason; the base variant (PP 4, EP 64) is scored."""
+    path = os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv")
+    rows, _ = V.read_csv(path)
+    by_id = {r[2]["id"]: r for r in rows}
+    file, n, row = by_id["mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt"]
+    assert "cannot hold" in row["exclude"] and (row["pp"], row["ep"]) == ("8", "64")
+    with pytest.raises(V.Unsupported, match="ep=64"):
+        V.build_case({**row, "exclude": ""}, file, n, V._profiles(), {}, gpus={})
+    file, n, base = by_id["mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048"]
+    assert not base["exclude"] and (base["pp"], base["ep"]) == ("4", "64")
+    V.build_case(base, file, n, V._profiles(), {}, gpus={})
