@@ -581,14 +581,19 @@ def test_usable_memory_is_hbm_less_a_fixed_reserve():
 GB300_HBM_GiB = 288
 
 
+def _nvidia_perf_row(rid):
+    """(file, line, row) of one run of the bundled nvidia_perf.csv, as the reader sees it (exclusions included)."""
+    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv"))
+    (found,) = [r for r in rows if r[2]["id"] == rid]
+    return found
+
+
 @pytest.mark.parametrize("rid", ["mb-26.02.01-gb300-llama3-70B-pretrain-nvfp4-64g-gbs256",
                                  "mb-26.02.01-gb300-llama3-70B-pretrain-mxfp8-64g-gbs256"])
 def test_rows_excluded_for_an_impossible_layout_cannot_hold_the_model(rid):
     """The two 26.02.01 GB300 rows import_shared.py sets aside: built as published, the memory model puts them far
     over the card (TP1 PP1 without FSDP: 2 + 4 bytes of weight and gradient per parameter, 424 GB for 70.6e9)."""
-    path = os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv")
-    rows, _ = V.read_csv(path)
-    (file, n, row), = [r for r in rows if r[2]["id"] == rid]
+    file, n, row = _nvidia_perf_row(rid)
     assert "cannot hold" in row["exclude"]
     case = V.build_case({**row, "exclude": ""}, file, n, V._profiles(), {}, gpus={})
     (res,) = V.evaluate_cases([case])
@@ -600,13 +605,10 @@ def test_the_row_excluded_for_an_ep_its_stage_cannot_hold_is_one_the_model_refus
     """25.09's DeepSeek-V3 FP8-MX variant on 256 GB200s, set aside by import_shared.py: its table cells give PP 8 but
     only the base variant's EP 64, and a stage of 256 / 8 = 32 ranks cannot hold EP 64. Built as published, the
     reader refuses it with that reason; the base variant (PP 4, EP 64) is scored."""
-    path = os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv")
-    rows, _ = V.read_csv(path)
-    by_id = {r[2]["id"]: r for r in rows}
-    file, n, row = by_id["mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt"]
+    file, n, row = _nvidia_perf_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt")
     assert "cannot hold" in row["exclude"] and (row["pp"], row["ep"]) == ("8", "64")
     with pytest.raises(V.Unsupported, match="ep=64"):
         V.build_case({**row, "exclude": ""}, file, n, V._profiles(), {}, gpus={})
-    file, n, base = by_id["mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048"]
+    file, n, base = _nvidia_perf_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048")
     assert not base["exclude"] and (base["pp"], base["ep"]) == ("4", "64")
     V.build_case(base, file, n, V._profiles(), {}, gpus={})
