@@ -612,3 +612,19 @@ def test_the_row_excluded_for_an_ep_its_stage_cannot_hold_is_one_the_model_refus
     file, n, base = _nvidia_perf_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048")
     assert not base["exclude"] and (base["pp"], base["ep"]) == ("4", "64")
     V.build_case(base, file, n, V._profiles(), {}, gpus={})
+
+
+def test_opt_175b_is_scored_on_the_flops_its_source_counts():
+    """OPT's 147 TFLOP/s per GPU counts recomputation (import_shared.py CORRECT): its chronicle gives 4.30e23 FLOPs
+    for 300e9 tokens, 1.433e12 per token, which is Narayanan et al. 2021's full-recompute count for its shape, and 33
+    days on 1024 GPUs at that rate. The row is scored as hardware FLOPs, whose count per token is that figure."""
+    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "other.csv"))
+    ((file, n, row),) = [r for r in rows if r[2]["id"] == "opt-175b-992"]
+    assert row["metric"] == "tflops_per_gpu_hw" and "4.30E+23" in row["notes"]
+    case = V.build_case(row, file, n, V._profiles(), {}, gpus={})
+    seq = case.scenario.training.seq_len
+    assert V.hw_flops_per_sequence(case) / seq == pytest.approx(4.30e23 / 300e9, rel=2e-3)
+    assert 4.30e23 / (33 * 86_400 * 1024) / 1e12 == pytest.approx(float(row["value"]), rel=2e-3)
+    # the model-FLOPs count the row had been scored on is 3/4 of it less the recomputed logits: 1.08e12 per token
+    model_per_token = V._host_flops(case)[0] / seq
+    assert model_per_token == pytest.approx(1.0764e12, rel=2e-3)

@@ -24,6 +24,9 @@ explicit what the collection states in prose, so that `sax validate` does not ha
 * `exclude`:   a reason, for rows that must not be scored (see EXCLUDE and KNOWN_REGRESSION below); the row
                stays in the file.
 
+One cell is corrected where a primary source settles what the collection left open (CORRECT below): the new
+value replaces the old and the notes say why, with the source.
+
 Kept-out sources (the project's independent check, never validation data): MLPerf Training results and the
 Llama 3, MegaScale, BLOOM, MT-NLG and DS3Lab decentralized-training (Yuan et al. 2022) papers. The shared
 collection already dropped its one MLPerf-derived row (public_runs_nvidia_perf.md: "327 rows (one row that used
@@ -65,6 +68,16 @@ EXCLUDE["mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt"] = (
     "base variant's EP 64, which PP 8 on 256 GPUs cannot hold: a pipeline stage has 256 / 8 = 32 ranks, and "
     "Megatron-Core needs the world size divisible by pp x etp x ep = 8 x 1 x 64 = 512; which EP the run used is "
     "not in the source (the recipe, deepseek_v3_llm_pretrain.yaml perf_matrix.gb200 at v0.1.0rc3, has PP 4)")
+# Cells a primary source settles that the collection left open: {id: {column: (value, why)}}
+CORRECT = {
+    "opt-175b-992": {"metric": (
+        "tflops_per_gpu_hw",
+        "metric corrected from tflops_per_gpu: OPT's 147 TFLOP/s counts recomputation FLOPs. metaseq "
+        "projects/OPT/chronicles/final_update.md: the run 'required ~4.30E+23 FLOPs of compute, or roughly ~33 days "
+        "of continuous training on 1024 80GB A100s'; 4.30e23 / (33 d x 86,400 s x 1024) = 147 TFLOP/s per GPU, and "
+        "4.30e23 / 300e9 tokens = 1.43e12 FLOPs per token, Narayanan et al. 2021's full-recompute count "
+        "96 l h^2 (1 + s/6h + V/16lh) for OPT-175B's shape (1.434e12), where the model-FLOPs count is 1.08e12")},
+}
 # A number its own source footnotes as a known software regression measures the bug, not the software stack the
 # model represents (the next container's row of the same recipe is the one to score)
 KNOWN_REGRESSION = re.compile(r"table footnote: [^;]*regression is a known issue[^;]*", re.I)
@@ -125,6 +138,9 @@ def convert(src: str, dst: str):
         r["sharding"] = {"FULL_SHARD": "fsdp", "SHARD_GRAD_OP": "zero2"}[sh.group(1)] if sh else ""
         r["overlap"] = "dp+tp" if r["id"].endswith("asynctp") else ""
         r["features"] = ";".join(features(r))
+        for col, (value, why) in CORRECT.get(r["id"], {}).items():
+            r[col] = value
+            r["notes"] = f"{r['notes']}; {why}"
         r["exclude"] = EXCLUDE.get(r["id"], "")
         reg = KNOWN_REGRESSION.search(r["notes"])
         if reg and not r["exclude"]:
