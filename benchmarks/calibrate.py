@@ -195,7 +195,8 @@ MEANING = {
 
 # Boards of the same silicon at other power or memory (their peaks differ, the achieved fractions do not): a fit of
 # the key writes the same constants into each of them, so they never drift apart.
-SAME_SILICON = {"H100-SXM-80GB": ("H100-GT-96GB",)}
+# H200 is the same GH100 die as H100 SXM5 (132 SMs, the same clocks and 700 W; NVIDIA H200 datasheet) with HBM3e.
+SAME_SILICON = {"H100-SXM-80GB": ("H100-GT-96GB", "H200")}
 
 
 def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None, copy_of=None):

@@ -117,15 +117,18 @@ GPU_VARIANT_FEATURES = {"h100-96gb": "H100-GT-96GB"}
 SAC_FEATURES = {"sac-layer"}
 
 
-def sac_op_linear_share(v: dict, low_precision: bool) -> float:
+def sac_op_linear_share(v: dict) -> float:
     """Share of a dense layer's linear-layer FLOPs torchtitan's op-level SAC recomputes (pytorch/torchtitan at
     9dec370 and e7c0cae, _apply_ac_to_transformer_block: _save_list holds aten.mm, the SDPA flash/efficient
     attention ops, reduce_scatter and max; every second aten.mm of a block's forward is recomputed anyway, and every
     op outside the list is too: torch.compile's partitioner treats PREFER_RECOMPUTE as must-recompute). The block's
     matmuls run wq, wk, wv, wo, w1, w3, w2 (gated; w1, w2 otherwise), so the 2nd, 4th and 6th are wk, wo and one
-    h x ffn matrix. A torchao Float8 linear runs aten._scaled_mm, which is not in the list: all of them."""
-    if low_precision:
-        return 1.0
+    h x ffn matrix. A torchao Float8 linear counts the same: its forward calls torch.mm on Float8Tensor operands
+    (torchao/float8/float8_linear.py, manual_float8_matmul_with_args_in_float8 and matmul_with_hp_or_float8_args),
+    and the checkpoint's policy, a TorchDispatchMode (torch.utils.checkpoint _CachingTorchDispatchMode), sees that
+    aten.mm.default before the subclass turns it into aten._scaled_mm (a dispatch mode runs ahead of a tensor
+    subclass's __torch_dispatch__; under compile it tags the nodes traced inside that call with its policy, through
+    fx_traceback.current_meta["recompute"])."""
     h, a, g, ffn = v["hidden"], v["heads"], v["kv_heads"] or v["heads"], v["ffn"]
     d = v.get("head_dim") or h // a
     mats = 3 if v["gated_mlp"] else 2
@@ -440,7 +443,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         v["recompute"] = "half"  # every second block recomputed whole (space.Recompute)
     if "sac-op" in feats:
         v["recompute"] = "selective"
-        share = sac_op_linear_share({**v, "head_dim": x.get("head_dim")}, v["precision"] != "bf16")
+        share = sac_op_linear_share({**v, "head_dim": x.get("head_dim")})
         recipe_training.update(recompute_modules=("elementwise", "linear"), recompute_linear_share=share)
         filled.append(f"recompute_modules=elementwise,linear, recompute_linear_share={share:.3f} (row feature sac-op)")
     if v["precision"] not in S.PRECISIONS:

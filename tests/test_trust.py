@@ -50,10 +50,11 @@ def test_moe_speedup_bands_flagged_while_no_moe_ranking_group_exists():
     assert f"{committed['relative']['n_pairs']} run pairs of {committed['relative']['n_groups']}" in w["message"]
 
 
-@pytest.mark.parametrize("gpu,provisional", [("H200", True), ("V100-SXM-16GB", True), ("B200", False),
-                                             ("GB200", False)])
+@pytest.mark.parametrize("gpu,provisional", [("A100-SXM-40GB", True), ("V100-SXM-16GB", True), ("B200", False),
+                                             ("GB200", False), ("H200", False)])
 def test_provisional_hardware_flagged(tmp_path, gpu, provisional):
-    """Provisional constants are flagged; the Blackwell parts are calibrated (calibrate.py --family blackwell)."""
+    """Provisional constants are flagged; the Blackwell parts are calibrated (calibrate.py --family blackwell) and
+    H200 carries H100's fit (calibrate.py SAME_SILICON)."""
     system = open(os.path.join(CONFIGS, "systems", "h100-building.yaml")).read().replace(
         "../hardware/H100-SXM-80GB.yaml", os.path.join(CONFIGS, "hardware", f"{gpu}.yaml"))
     (tmp_path / "sys.yaml").write_text(system)
