@@ -979,6 +979,22 @@ def _per_gpu_tflops(r) -> tuple:
     return pred, pred * ratio
 
 
+PAIR_GAPS = (0.0, 0.01, 0.02, 0.05)  # measured-rate gaps at which pairwise order is reported
+
+
+def concordance(pairs, min_gap: float) -> dict:
+    """Share of run pairs whose predicted order matches the measured one, over the pairs whose measured rates
+    differ by more than min_gap (|m_a / m_b - 1|). pairs: (predicted a, measured a, predicted b, measured b).
+    A pair the model predicts equal counts half (Kendall's convention for ties)."""
+    n, agree = 0, 0.0
+    for pa, ma, pb, mb in pairs:
+        if ma == mb or abs(ma / mb - 1.0) <= min_gap:
+            continue
+        n += 1
+        agree += 0.5 if pa == pb else float((pa > pb) == (ma > mb))
+    return {"min_gap": min_gap, "pairs": n, "concordant": agree, "share": agree / n if n else None}
+
+
 def ranking(cases, results) -> dict:
     """Spearman of predicted vs measured per layout group: >= 3 runs of one model shape on one GPU type from one
     table (same dataset and source, i.e. one software release and cluster; same sequence length and precision
@@ -992,7 +1008,7 @@ def ranking(cases, results) -> dict:
             continue
         ds, model, shape, gpu, _, seq, _, prec = by_id[r["id"]].group
         groups.setdefault((ds, by_id[r["id"]].source, model, shape, gpu, seq, prec), []).append(r)
-    out = []
+    out, pairs = [], []
     for key, rs in groups.items():
         layouts = {tuple(str(by_id[r["id"]].design.get(k, "")) for k in LAYOUT_KEYS)
                    + (by_id[r["id"]].scenario.system.gpus_per_node,) for r in rs}
@@ -1003,6 +1019,7 @@ def ranking(cases, results) -> dict:
         # equal measured TFLOP/s that float rounding would otherwise split into a spurious order
         pm = [tuple(float(f"{x:.6g}") for x in _per_gpu_tflops(r)) for r in rs]
         rho = spearman([p for p, _ in pm], [m for _, m in pm])
+        pairs += [(pa, ma, pb, mb) for i, (pa, ma) in enumerate(pm) for pb, mb in pm[i + 1:]]
         out.append({"name": f"{ds}: {model} on {gpu}, seq {seq}, {prec}", "dataset": ds, "n": len(rs),
                     "layouts": len(layouts), "gpu_counts": sorted({by_id[r["id"]].scenario.system.n_gpus
                                                                    for r in rs}),
@@ -1012,6 +1029,9 @@ def ranking(cases, results) -> dict:
     return {"groups": out, "n_groups": len(out), "n_defined": len(rhos),
             "mean_spearman": float(np.mean(rhos)) if rhos else None,
             "median_spearman": float(np.median(rhos)) if rhos else None,
+            # what a planner acts on: of two layouts whose measured rates differ by more than a gap (run-to-run
+            # noise of a published table is ~1%), how often the model puts the faster one first
+            "pairwise": [concordance(pairs, g) for g in PAIR_GAPS],
             "rule": "same dataset and source (one table: software release, cluster), model shape, GPU type, seq "
                     "and precision label; >= 3 runs, >= 2 layouts; "
                     "ranked: model TFLOP/s per GPU, predicted vs measured; average ranks for ties; a group whose "

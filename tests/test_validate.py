@@ -310,6 +310,14 @@ def test_ranking_key(full):
             assert -1.0 - 1e-12 <= g["spearman"] <= 1.0 + 1e-12
             rhos.append(g["spearman"])
     assert rk["mean_spearman"] == pytest.approx(sum(rhos) / len(rhos))
+    # pairwise order: every pair of runs inside a group once, fewer as the measured gap required grows
+    n_pairs = sum(g["n"] * (g["n"] - 1) // 2 for g in rk["groups"])
+    by_gap = {c["min_gap"]: c for c in rk["pairwise"]}
+    assert set(by_gap) == set(V.PAIR_GAPS) and by_gap[0.0]["pairs"] <= n_pairs
+    counts = [by_gap[g]["pairs"] for g in sorted(by_gap)]
+    assert counts == sorted(counts, reverse=True) and counts[-1] > 0
+    assert all(0.0 <= c["concordant"] <= c["pairs"] and c["share"] == c["concordant"] / c["pairs"]
+               for c in rk["pairwise"])
 
 
 def test_cases_carry_the_model_class(full):
@@ -394,6 +402,18 @@ def test_spearman_hand_computed():
     # no ties: d = (0, -2, 1, 1), sum d^2 = 6 -> 1 - 6 * 6 / (4 * (16 - 1)) = 0.4
     assert V.spearman([1, 2, 3, 4], [1, 4, 2, 3]) == pytest.approx(0.4)
     assert math.isnan(V.spearman([1, 2, 3], [5, 5, 5]))
+
+
+def test_pairwise_concordance_hand_computed():
+    """Pairs (predicted a, measured a, predicted b, measured b): the first two agree, the third is reversed, the
+    fourth is predicted equal (half), the fifth agrees but is measured 0.5% apart and drops out at a 1% gap."""
+    pairs = [(2.0, 20.0, 1.0, 10.0), (1.0, 10.0, 3.0, 30.0), (1.0, 30.0, 2.0, 10.0), (5.0, 11.0, 5.0, 10.0),
+             (1.0, 100.0, 2.0, 100.5)]
+    assert V.concordance(pairs, 0.0) == {"min_gap": 0.0, "pairs": 5, "concordant": 3.5, "share": 0.7}
+    assert V.concordance(pairs, 0.01) == {"min_gap": 0.01, "pairs": 4, "concordant": 2.5, "share": 0.625}
+    assert V.concordance(pairs, 0.5)["pairs"] == 3 and V.concordance(pairs, 5.0)["share"] is None
+    # a pair measured equal carries no order, whatever the gap asked for
+    assert V.concordance([(1.0, 7.0, 2.0, 7.0)], 0.0)["pairs"] == 0
 
 
 def test_calibration_split_is_the_documented_rule():

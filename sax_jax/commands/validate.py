@@ -100,6 +100,11 @@ def print_report(res, console=None):
         fmt = (lambda x: "-" if x is None else f"{x:+.2f}")
         con.print(f"ranking: {rk['n_groups']} groups ({rk['n_defined']} defined), mean Spearman "
                   f"{fmt(rk['mean_spearman'])}, median {fmt(rk['median_spearman'])}")
+        order = ", ".join(f"{c['share']:.0%} of {c['pairs']}"
+                          + (f" > {c['min_gap']:.0%} apart" if c["min_gap"] else "")
+                          for c in rk.get("pairwise", []) if c["share"] is not None)
+        if order:
+            con.print(f"pairs in one group in the measured order: {order}")
     hp = res.get("hardware_pairs")
     if hp and hp["pairs"]:
         t = Table(title="hardware choice (the same run on two GPU types: speedup of the second over the first)",
