@@ -577,12 +577,18 @@ def test_nemo_gpt3_175b_runs_its_tp_collectives_exposed():
     assert off["predicted"] == pytest.approx(sum(off["breakdown"].values()), rel=1e-5)
     assert off["predicted"] > on["predicted"]
 
+def _bundled_row(rid, table="nvidia_perf.csv"):
+    """(file, line, row) of one run of a bundled public-run table, as the reader sees it (exclusions included)."""
+    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", table))
+    (found,) = [r for r in rows if r[2]["id"] == rid]
+    return found
+
+
 def test_unknown_run_setting_names_the_profile_key():
     """A misspelt run_settings key is refused with the run and key named, not silently dropped; a state size outside
     the training section's range (specs.RANGES) likewise."""
     rid = "nemo-24.07-h100-llama2-7B-sft-fp8-8g-gbs32"
-    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv"))
-    (file, n, row), = [r for r in rows if r[2]["id"] == rid]
+    file, n, row = _bundled_row(rid)
     profiles = V._profiles()
     for bad, match in (({"optimiser_bytes": 6}, "optimiser_bytes.*unknown setting"),
                        ({"optimizer_bytes_per_param": -1}, "optimizer_bytes_per_param.*must be a finite number in")):
@@ -601,19 +607,12 @@ def test_usable_memory_is_hbm_less_a_fixed_reserve():
 GB300_HBM_GiB = 288
 
 
-def _nvidia_perf_row(rid):
-    """(file, line, row) of one run of the bundled nvidia_perf.csv, as the reader sees it (exclusions included)."""
-    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "nvidia_perf.csv"))
-    (found,) = [r for r in rows if r[2]["id"] == rid]
-    return found
-
-
 @pytest.mark.parametrize("rid", ["mb-26.02.01-gb300-llama3-70B-pretrain-nvfp4-64g-gbs256",
                                  "mb-26.02.01-gb300-llama3-70B-pretrain-mxfp8-64g-gbs256"])
 def test_rows_excluded_for_an_impossible_layout_cannot_hold_the_model(rid):
     """The two 26.02.01 GB300 rows import_shared.py sets aside: built as published, the memory model puts them far
     over the card (TP1 PP1 without FSDP: 2 + 4 bytes of weight and gradient per parameter, 424 GB for 70.6e9)."""
-    file, n, row = _nvidia_perf_row(rid)
+    file, n, row = _bundled_row(rid)
     assert "cannot hold" in row["exclude"]
     case = V.build_case({**row, "exclude": ""}, file, n, V._profiles(), {}, gpus={})
     (res,) = V.evaluate_cases([case])
@@ -625,11 +624,11 @@ def test_the_row_excluded_for_an_ep_its_stage_cannot_hold_is_one_the_model_refus
     """25.09's DeepSeek-V3 FP8-MX variant on 256 GB200s, set aside by import_shared.py: its table cells give PP 8 but
     only the base variant's EP 64, and a stage of 256 / 8 = 32 ranks cannot hold EP 64. Built as published, the
     reader refuses it with that reason; the base variant (PP 4, EP 64) is scored."""
-    file, n, row = _nvidia_perf_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt")
+    file, n, row = _bundled_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-mx-256g-gbs2048-alt")
     assert "cannot hold" in row["exclude"] and (row["pp"], row["ep"]) == ("8", "64")
     with pytest.raises(V.Unsupported, match="ep=64"):
         V.build_case({**row, "exclude": ""}, file, n, V._profiles(), {}, gpus={})
-    file, n, base = _nvidia_perf_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048")
+    file, n, base = _bundled_row("mb-25.09-gb200-deepseek-v3-pretrain-fp8-256g-gbs2048")
     assert not base["exclude"] and (base["pp"], base["ep"]) == ("4", "64")
     V.build_case(base, file, n, V._profiles(), {}, gpus={})
 
@@ -638,8 +637,7 @@ def test_opt_175b_is_scored_on_the_flops_its_source_counts():
     """OPT's 147 TFLOP/s per GPU counts recomputation (import_shared.py CORRECT): its chronicle gives 4.30e23 FLOPs
     for 300e9 tokens, 1.433e12 per token, which is Narayanan et al. 2021's full-recompute count for its shape, and 33
     days on 1024 GPUs at that rate. The row is scored as hardware FLOPs, whose count per token is that figure."""
-    rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", "other.csv"))
-    ((file, n, row),) = [r for r in rows if r[2]["id"] == "opt-175b-992"]
+    file, n, row = _bundled_row("opt-175b-992", "other.csv")
     assert row["metric"] == "tflops_per_gpu_hw" and "4.30E+23" in row["notes"]
     case = V.build_case(row, file, n, V._profiles(), {}, gpus={})
     seq = case.scenario.training.seq_len
