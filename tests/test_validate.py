@@ -633,6 +633,27 @@ def test_the_row_excluded_for_an_ep_its_stage_cannot_hold_is_one_the_model_refus
     V.build_case(base, file, n, V._profiles(), {}, gpus={})
 
 
+def test_the_run_its_release_could_not_give_deepep_is_set_aside_and_its_patch_release_scored():
+    """Megatron-Bridge's 26.02 known issues: DeepEP is not supported in that container on H100. Of the bundled 26.02
+    rows, the H100 Qwen3-30B-A3B one is the only run whose recipe asks for DeepEP (recipes.csv), so it alone is set
+    aside; 26.02.01, the patch release whose recipe moved to HybridEP, is scored at the same table columns and runs
+    1.77x as fast as the excluded number."""
+    rid = "mb-26.02-h100-qwen3-30b-a3b-pretrain-fp8-16g-gbs1024"
+    with open(V.RECIPES_CSV, newline="") as fh:
+        recipes = {r["id"]: r for r in csv.DictReader(fh)}
+    deepep_2602_h100 = [i for i, r in recipes.items()
+                        if r["release"] == "26.02" and "-h100-" in i and r["flex_backend"] == "deepep"]
+    assert deepep_2602_h100 == [rid]
+    _, _, row = _bundled_row(rid)
+    assert "DeepEP is not supported" in row["exclude"] and "known-issues" in row["exclude"]
+    _, _, patch = _bundled_row(rid.replace("mb-26.02-", "mb-26.02.01-"))
+    assert not patch["exclude"] and recipes[patch["id"]]["flex_backend"] == "hybridep"
+    same = ("n_gpus", "tp", "pp", "dp", "cp", "vpp", "mbs", "gbs", "precision")
+    assert [row[k] for k in same] == [patch[k] for k in same]
+    assert float(row["value"]) / float(patch["value"]) == pytest.approx(51.27 / 28.94, rel=1e-3)
+    assert rid not in {c.id for c in V.load_all().cases}
+
+
 def test_opt_175b_is_scored_on_the_flops_its_source_counts():
     """OPT's 147 TFLOP/s per GPU counts recomputation (import_shared.py CORRECT): its chronicle gives 4.30e23 FLOPs
     for 300e9 tokens, 1.433e12 per token, which is Narayanan et al. 2021's full-recompute count for its shape, and 33
