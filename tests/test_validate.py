@@ -577,6 +577,7 @@ def test_nemo_gpt3_175b_runs_its_tp_collectives_exposed():
     assert off["predicted"] == pytest.approx(sum(off["breakdown"].values()), rel=1e-5)
     assert off["predicted"] > on["predicted"]
 
+
 def _bundled_row(rid, table="nvidia_perf.csv"):
     """(file, line, row) of one run of a bundled public-run table, as the reader sees it (exclusions included)."""
     rows, _ = V.read_csv(os.path.join(V.VALIDATION_DIR, "data", table))
@@ -639,8 +640,7 @@ def test_the_run_its_release_could_not_give_deepep_is_set_aside_and_its_patch_re
     aside; 26.02.01, the patch release whose recipe moved to HybridEP, is scored at the same table columns and runs
     1.77x as fast as the excluded number."""
     rid = "mb-26.02-h100-qwen3-30b-a3b-pretrain-fp8-16g-gbs1024"
-    with open(V.RECIPES_CSV, newline="") as fh:
-        recipes = {r["id"]: r for r in csv.DictReader(fh)}
+    recipes = V.RECIPES()
     deepep_2602_h100 = [i for i, r in recipes.items()
                         if r["release"] == "26.02" and "-h100-" in i and r["flex_backend"] == "deepep"]
     assert deepep_2602_h100 == [rid]
