@@ -271,6 +271,19 @@ def load_gpu(ref, base_file: str | None = None, key: str = "gpu") -> S.GpuSpec:
         except ValueError:
             raise S.ConfigError(file, f"peak_tflops.{k}", v, "must be a number (TFLOP/s)") from None
     kwargs["peak_tflops"] = {k: float(v) for k, v in peaks.items()}
+    mamf = kwargs.get("mamf_tflops", {})
+    if not isinstance(mamf, dict):
+        raise S.ConfigError(file, "mamf_tflops", mamf, "must map a precision to the measured matmul TFLOP/s",
+                            f"precisions: {', '.join(S.MAMF_PRECISIONS)}")
+    for k, v in mamf.items():
+        try:
+            if isinstance(v, bool):
+                raise ValueError
+            float(v)
+        except (TypeError, ValueError):
+            raise S.ConfigError(file, f"mamf_tflops.{k}", v, "must be a number (TFLOP/s)") from None
+    if mamf:
+        kwargs["mamf_tflops"] = {k: float(v) for k, v in mamf.items()}
     spec = S.GpuSpec(efficiency=S.Efficiency(**_build(S.Efficiency, eff, file, "efficiency.")), **kwargs)
     spec.validate(file)
     return spec

@@ -19,7 +19,8 @@ from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
 from .space import placement_inner_table
-from .specs import BEST_KERNEL, MAX_LOSS_PHASES, MAX_TOKEN_POINTS, PIPELINE_SPLITS, SystemSpec, Training, ModelSpec
+from .specs import (BEST_KERNEL, GEMM_CEILING_NONE, LOW_PRECISION_GEMMS, MAX_LOSS_PHASES, MAX_TOKEN_POINTS,
+                    PIPELINE_SPLITS, SystemSpec, Training, ModelSpec)
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -163,6 +164,10 @@ class GpuP(NamedTuple):
     # bytes per element of the casts on a sequence-parallel tensor all-gathered in 16 bits first (torchao rowwise,
     # quantize.GATHERED_16BIT); 0: the recipe casts the shard and gathers the low-precision copy
     quant_gathered_bytes: jnp.ndarray | float = 0.0
+    # the part's measured maximum achievable matmul rate as a fraction of the peak of the GEMMs' precision and of the
+    # 16-bit one (GpuSpec.gemm_ceiling): gemm_max is capped there (cost/compute.gemm_rate); GEMM_CEILING_NONE: no cap
+    gemm_cap: jnp.ndarray | float = GEMM_CEILING_NONE
+    gemm_cap_16bit: jnp.ndarray | float = GEMM_CEILING_NONE
 
 
 class NetP(NamedTuple):
@@ -373,7 +378,9 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         host_Bps=g.host_GBps * 1e9,
         rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
         norm_eager_bytes=fw.eager_norm_bytes_per_element, rope_always_bytes=fw.eager_rope_bytes_per_element,
-        quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes, quant_gathered_bytes=quant_gathered_bytes)
+        quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes, quant_gathered_bytes=quant_gathered_bytes,
+        gemm_cap=g.gemm_ceiling(training.precision),
+        gemm_cap_16bit=g.gemm_ceiling("bf16" if training.precision in LOW_PRECISION_GEMMS else training.precision))
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

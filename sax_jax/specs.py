@@ -14,6 +14,10 @@ LEVEL_NAMES = ("node", "building", "campus", "region")
 PRECISIONS = ("fp32", "tf32", "fp16", "bf16", "fp8", "fp4")
 # Precisions that quantize only the linear layers' GEMMs; attention and the output layer stay 16-bit
 LOW_PRECISION_GEMMS = ("fp8", "fp4")
+# Precisions a GpuSpec.mamf_tflops measurement may name, and the measurement each training precision's GEMMs take
+MAMF_PRECISIONS = ("bf16", "fp8")
+MAMF_OF_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
+GEMM_CEILING_NONE = 10.0  # a fraction of the peak no fitted gemm_max reaches: no cap
 LOAD_BALANCING = ("ecmp", "spray")
 LOSS_RECOVERY = ("go_back_n", "selective_repeat", "bounded_loss", "tcp")
 
@@ -617,9 +621,21 @@ class GpuSpec:
     # reports, Megatron-Bridge's Megatron-FSDP Llama 3 70B runs on 64 GB200s 172.5 GiB, so a reserve above 2.9 GiB
     # refuses real runs (tests/test_validate.py).
     memory_reserve_GiB: float = 2.5
+    # Maximum achievable matmul TFLOP/s measured on the part, per precision (MAMF: the fastest torch.mm over a sweep
+    # of large shapes; stas00/ml-engineering compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
+    # comparison table"): no GEMM of a training step runs faster, so a fitted gemm_max x peak above it is capped
+    # there (gemm_ceiling, cost/compute.gemm_rate). Keys: MAMF_PRECISIONS; empty: nothing measured, no cap.
+    mamf_tflops: dict = dataclasses.field(default_factory=dict)
 
     def validate(self, file=None):
         _ranges(self, "gpu", "", file)
+        for k, v in self.mamf_tflops.items():
+            _check(k in MAMF_PRECISIONS, f"mamf_tflops.{k}", v, "unknown precision",
+                   f"measured precisions are: {', '.join(MAMF_PRECISIONS)}", file=file)
+            peak = self.peak_tflops.get(k)
+            _check(not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0 and (peak is None or v <= peak),
+                   f"mamf_tflops.{k}", v, f"must be a measured rate in (0, peak_tflops.{k}={peak}] TFLOP/s",
+                   "a measured matmul rate cannot exceed the datasheet peak", file=file)
         _check(self.memory_reserve_GiB < self.hbm_GiB, "memory_reserve_GiB", self.memory_reserve_GiB,
                f"must be below hbm_GiB={self.hbm_GiB}", file=file)
         _check(self.comm_sms < self.sm_count, "comm_sms", self.comm_sms,
@@ -647,6 +663,15 @@ class GpuSpec:
 
     def peak_flops(self, precision: str) -> float:
         return float(self.peak_tflops[precision]) * 1e12
+
+    def gemm_ceiling(self, precision: str) -> float:
+        """The measured maximum achievable matmul rate of ``precision`` as a fraction of its peak (mamf_tflops);
+        GEMM_CEILING_NONE where the part has no measurement of that precision. FP16 runs at BF16's tensor-core rate
+        on every part here, so it takes BF16's measurement; FP4 and the FP32/TF32 paths have none."""
+        key = MAMF_OF_PRECISION.get(precision)
+        if key is None or key not in self.mamf_tflops:
+            return GEMM_CEILING_NONE
+        return float(self.mamf_tflops[key]) / float(self.peak_tflops[precision])
 
     def peak_flops_16bit(self, precision: str) -> float:
         """The tensor-core rate of the work that stays in 16 bits when the GEMMs run in FP8: the attention core

@@ -131,6 +131,11 @@ YAML_CASES = [
     ("peak-text", "gpu", "  bf16: 989.4", "  bf16: fast", "peak_tflops.bf16"),
     ("peak-1e30", "gpu", "  bf16: 989.4", "  bf16: 1.0e+30", "peak_tflops.bf16"),
     ("nvl-domain-fraction", "gpu", "nvl_domain_gpus: 8", "nvl_domain_gpus: 7.5", "nvl_domain_gpus"),
+    ("mamf-above-peak", "gpu", "fp8: 1402.6}", "fp8: 2500.0}", "mamf_tflops.fp8"),
+    ("mamf-unknown-precision", "gpu", "fp8: 1402.6}", "fp4: 1402.6}", "mamf_tflops.fp4"),
+    ("mamf-text", "gpu", "fp8: 1402.6}", "fp8: fast}", "mamf_tflops.fp8"),
+    ("mamf-not-mapping", "gpu", "mamf_tflops: {bf16: 794.5, fp8: 1402.6}", "mamf_tflops: [794.5, 1402.6]",
+     "mamf_tflops"),
     # model
     ("layers-fraction", "model", "layers: 32", "layers: 32.5", "'layers'"),
     ("kv-heads", "model", "kv_heads: 8", "kv_heads: 7", "'kv_heads'"),

@@ -6,7 +6,8 @@ QKV 2bsh(ad + 2gd), output projection 2bs(ad)h, MLP 2bshf x (3 gated | 2), atten
 sequence of the linear parts and the query side of attention. Backward = 2x forward for GEMMs; a
 flash-attention backward recomputes QK^T and does four more matmuls: 2.5x its forward (Dao 2023).
 GEMM time = FLOPs / (peak x eta(W)) with eta(W) = eta_max W / (W + W_half), i.e. (W + W_half)/(peak eta_max):
-small GEMMs pay a fixed cost equal to W_half of work.
+small GEMMs pay a fixed cost equal to W_half of work. peak x eta_max never exceeds the part's measured maximum
+achievable matmul rate of that precision (gemm_rate; GpuSpec.mamf_tflops).
 
 Fused (flash) attention: time = causal-half FLOPs / (peak16 x eta_attn(s_kv)),
 eta_attn(s_kv) = attention_max s_kv / (s_kv + attention_half_seq) (attention_efficiency below). A flash kernel
@@ -81,6 +82,15 @@ EXPERT_GEMMS_FWD = 2.0
 
 def gemm_time_s(flops, peak_flops, eff_max, half_flops):
     return jnp.where(flops > 0, (flops + half_flops) / (peak_flops * eff_max), 0.0)
+
+
+def gemm_rate(peak_flops, gemm_max, ceiling):
+    """FLOP/s of a large GEMM: the fitted fraction gemm_max of the peak, capped at the part's measured maximum
+    achievable matmul rate (ceiling, a fraction of the same peak: GpuSpec.gemm_ceiling). A fit that only sees whole
+    training steps can put gemm_max above what any matmul reaches (the die-tied Blackwell Ultra fit did, 8% above
+    B300's measured FP8 rate; Hopper's, fitted on BF16 runs, 4% above H100's FP8 one): the cap keeps the GEMMs, the
+    largest term a search trades against everything else, at or below a kernel measurement."""
+    return peak_flops * jnp.minimum(gemm_max, ceiling)
 
 
 def gemm_half_for(g, train):
@@ -262,15 +272,16 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # layers a low-precision recipe keeps in BF16 run their GEMMs at the 16-bit rate: over the GPU's layers the
     # GEMMs see the harmonic blend of the two peaks (no BF16 layers: exactly the low-precision peak)
     share16 = bf16_layer_share(model, train, pp, vpp)
-    peak = jnp.where(share16 > 0, 1.0 / ((1.0 - share16) / g.peak_flops + share16 / g.peak_flops_16bit),
-                     g.peak_flops)
+    rate = gemm_rate(g.peak_flops, g.gemm_max, g.gemm_cap)
+    rate16 = gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit)
+    rate = jnp.where(share16 > 0, 1.0 / ((1.0 - share16) / rate + share16 / rate16), rate)
     half = gemm_half_for(g, train)
-    gt = lambda fl: gemm_time_s(fl / split, peak, g.gemm_max, half)  # noqa: E731
+    gt = lambda fl: gemm_time_s(fl / split, rate, 1.0, half)  # noqa: E731
     # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
     # (the compressed latents are gathered afterwards), without it on the whole sequence
     rep = replicated_qkv_flops(mbs, seq, model)
     rep_split = jnp.where(train.seq_parallel > 0, split, c)
-    rep_f = gemm_time_s(rep / rep_split, peak, g.gemm_max, half)
+    rep_f = gemm_time_s(rep / rep_split, rate, 1.0, half)
     linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
@@ -307,7 +318,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
                                                attn_flash_f)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
-    gt16 = lambda fl: gemm_time_s(fl / split, g.peak_flops_16bit, g.gemm_max, half)  # noqa: E731
+    gt16 = lambda fl: gemm_time_s(fl / split, rate16, 1.0, half)  # noqa: E731
     # unfused attention computes the whole score matrix and masks it: neither a window nor packing saves work there
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
@@ -349,8 +360,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # LoRA (cost/lora.py): frozen GEMMs run only their input-gradient GEMM backward (1x forward), the rank-r
     # adapters (16-bit, like the attention core in FP8 recipes) forward 1x and backward 2x; without LoRA
     # adapter_f = 0 and frozen = 0
-    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, g.peak_flops_16bit,
-                            g.gemm_max, half)
+    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, rate16, 1.0, half)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
     # host-launched MoE work (EXPERT_GEMMS_FWD above): the experts' GEMM passes, and the host wait, which only the
@@ -487,7 +497,7 @@ def logits_times(tp, cp, mbs, seq, model, g, train=None):
     the Training parameters, for the GEMM half-work under CUDA graphs (gemm_half_for; None: launched eagerly)."""
     flops = 2.0 * mbs * seq * model.hidden * model.vocab / (tp * cp)
     half = g.gemm_half_flops if train is None else gemm_half_for(g, train)
-    f = gemm_time_s(flops, g.peak_flops_16bit, g.gemm_max, half)
+    f = gemm_time_s(flops, gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit), 1.0, half)
     ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * model.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
 
