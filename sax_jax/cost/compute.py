@@ -270,7 +270,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     split = t * c
     qkv, proj, mlp, attn = layer_flops(mbs, seq, model, model.moe_fraction)
     # layers a low-precision recipe keeps in BF16 run their GEMMs at the 16-bit rate: over the GPU's layers the
-    # GEMMs see the harmonic blend of the two peaks (no BF16 layers: exactly the low-precision peak)
+    # GEMMs see the harmonic blend of the two rates (no BF16 layers: exactly the low-precision rate)
     share16 = bf16_layer_share(model, train, pp, vpp)
     rate = gemm_rate(g.peak_flops, g.gemm_max, g.gemm_cap)
     rate16 = gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit)
