@@ -252,6 +252,21 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
     return spec
 
 
+def _tflops_map(value, key: str, file: str, precisions: tuple, what: str) -> dict:
+    """A GPU file's {precision: TFLOP/s} mapping as floats (peak_tflops, mamf_tflops); which precisions it may or
+    must name is GpuSpec.validate's to check."""
+    if not isinstance(value, dict):
+        raise S.ConfigError(file, key, value, what, f"precisions: {', '.join(precisions)}")
+    for k, v in value.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise S.ConfigError(file, f"{key}.{k}", v, "must be a number (TFLOP/s)")
+        try:
+            float(v)
+        except ValueError:
+            raise S.ConfigError(file, f"{key}.{k}", v, "must be a number (TFLOP/s)") from None
+    return {k: float(v) for k, v in value.items()}
+
+
 def load_gpu(ref, base_file: str | None = None, key: str = "gpu") -> S.GpuSpec:
     data, file = _resolve(ref, base_file, key)
     data = dict(data)
@@ -259,31 +274,11 @@ def load_gpu(ref, base_file: str | None = None, key: str = "gpu") -> S.GpuSpec:
     if not isinstance(eff, dict):
         raise S.ConfigError(file, "efficiency", eff, "required mapping is missing")
     kwargs = _whole(_build(S.GpuSpec, data, file, exclude=("efficiency",)), "gpu")
-    peaks = kwargs.get("peak_tflops")
-    if not isinstance(peaks, dict):
-        raise S.ConfigError(file, "peak_tflops", peaks, "must map each precision to TFLOP/s",
-                            f"precisions: {', '.join(S.PRECISIONS)}")
-    for k, v in peaks.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
-            raise S.ConfigError(file, f"peak_tflops.{k}", v, "must be a number (TFLOP/s)")
-        try:
-            float(v)
-        except ValueError:
-            raise S.ConfigError(file, f"peak_tflops.{k}", v, "must be a number (TFLOP/s)") from None
-    kwargs["peak_tflops"] = {k: float(v) for k, v in peaks.items()}
-    mamf = kwargs.get("mamf_tflops", {})
-    if not isinstance(mamf, dict):
-        raise S.ConfigError(file, "mamf_tflops", mamf, "must map a precision to the measured matmul TFLOP/s",
-                            f"precisions: {', '.join(S.MAMF_PRECISIONS)}")
-    for k, v in mamf.items():
-        try:
-            if isinstance(v, bool):
-                raise ValueError
-            float(v)
-        except (TypeError, ValueError):
-            raise S.ConfigError(file, f"mamf_tflops.{k}", v, "must be a number (TFLOP/s)") from None
-    if mamf:
-        kwargs["mamf_tflops"] = {k: float(v) for k, v in mamf.items()}
+    kwargs["peak_tflops"] = _tflops_map(kwargs.get("peak_tflops"), "peak_tflops", file, S.PRECISIONS,
+                                        "must map each precision to TFLOP/s")
+    if "mamf_tflops" in kwargs:
+        kwargs["mamf_tflops"] = _tflops_map(kwargs["mamf_tflops"], "mamf_tflops", file, S.MAMF_PRECISIONS,
+                                            "must map a precision to the measured matmul TFLOP/s")
     spec = S.GpuSpec(efficiency=S.Efficiency(**_build(S.Efficiency, eff, file, "efficiency.")), **kwargs)
     spec.validate(file)
     return spec

@@ -19,8 +19,8 @@ from .cost.expert_placement import ExpertTables
 from .cost.hetero import HeteroP
 from .cost.provision import PriceP
 from .space import placement_inner_table
-from .specs import (BEST_KERNEL, GEMM_CEILING_NONE, LOW_PRECISION_GEMMS, MAX_LOSS_PHASES, MAX_TOKEN_POINTS,
-                    PIPELINE_SPLITS, SystemSpec, Training, ModelSpec)
+from .specs import (BEST_KERNEL, GEMM_CEILING_NONE, MAX_LOSS_PHASES, MAX_TOKEN_POINTS, PIPELINE_SPLITS, SystemSpec,
+                    Training, ModelSpec, precision_16bit)
 
 CROSS_BUILDING_LEVELS = ("campus", "region")
 NVLINK_LEVEL = "node"
@@ -380,7 +380,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         norm_eager_bytes=fw.eager_norm_bytes_per_element, rope_always_bytes=fw.eager_rope_bytes_per_element,
         quant_bytes=quant_bytes, quant_norm_bytes=quant_norm_bytes, quant_gathered_bytes=quant_gathered_bytes,
         gemm_cap=g.gemm_ceiling(training.precision),
-        gemm_cap_16bit=g.gemm_ceiling("bf16" if training.precision in LOW_PRECISION_GEMMS else training.precision))
+        gemm_cap_16bit=g.gemm_ceiling(precision_16bit(training.precision)))
 
 
 def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:

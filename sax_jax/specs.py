@@ -18,6 +18,12 @@ LOW_PRECISION_GEMMS = ("fp8", "fp4")
 MAMF_PRECISIONS = ("bf16", "fp8")
 MAMF_OF_PRECISION = {"bf16": "bf16", "fp16": "bf16", "fp8": "fp8"}
 GEMM_CEILING_NONE = 10.0  # a fraction of the peak no fitted gemm_max reaches: no cap
+
+
+def precision_16bit(precision: str) -> str:
+    """The precision of the work a recipe keeps in 16 bits (attention core, output layer): BF16 for the
+    low-precision GEMM recipes (GpuSpec.peak_flops_16bit), the recipe's own precision otherwise."""
+    return "bf16" if precision in LOW_PRECISION_GEMMS else precision
 LOAD_BALANCING = ("ecmp", "spray")
 LOSS_RECOVERY = ("go_back_n", "selective_repeat", "bounded_loss", "tcp")
 
@@ -680,7 +686,7 @@ class GpuSpec:
         fp8_dot_product_attention off by default and the output layer outside the FP8 region; torchtitan's
         Float8 converter skips the output layer), so those run at the BF16 peak; NVFP4 recipes likewise (TE
         NVFP4BlockScaling quantizes the linear layers only). Other precisions: their own."""
-        return self.peak_flops("bf16" if precision in LOW_PRECISION_GEMMS else precision)
+        return self.peak_flops(precision_16bit(precision))
 
     @property
     def hbm_bytes(self) -> float:

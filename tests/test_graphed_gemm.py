@@ -34,8 +34,8 @@ def test_a_gemm_under_a_graph_by_hand():
     1.53e15 = 705 us replayed; the 161 us between them is the host's share of its fixed time."""
     peak, gmax = F(2.25e15), F(0.68)
     g = _G(3.25e11, 7.9e10)
-    eager = float(gemm_time_s(F(1e12), peak, gmax, gemm_half_for(g, hand_train())))
-    graphed = float(gemm_time_s(F(1e12), peak, gmax, gemm_half_for(g, hand_train()._replace(graph_full=F(1.0)))))
+    eager = float(gemm_time_s(F(1e12), peak * gmax, gemm_half_for(g, hand_train())))
+    graphed = float(gemm_time_s(F(1e12), peak * gmax, gemm_half_for(g, hand_train()._replace(graph_full=F(1.0)))))
     assert eager == pytest.approx(1.325e12 / 1.53e15, rel=1e-5)
     assert graphed == pytest.approx(1.079e12 / 1.53e15, rel=1e-5)
     assert eager - graphed == pytest.approx(2.46e11 / 1.53e15, rel=1e-4)

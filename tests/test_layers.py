@@ -361,7 +361,7 @@ def test_lora_adapter_params_hand_derived():
 
 
 def test_lora_backward_has_no_base_weight_gradients():
-    from sax_jax.cost.compute import gemm_time_s, layer_times
+    from sax_jax.cost.compute import gemm_rate, gemm_time_s, layer_times
     from sax_jax.cost.lora import adapter_params_per_layer
     from sax_jax.params import build_params
     full = build_params(_lora_scenario(0), jnp.float64)
@@ -371,7 +371,7 @@ def test_lora_backward_has_no_base_weight_gradients():
     lt1 = layer_times(tp, 1.0, mbs, seq, lora.model, lora.gpu, lora.train)
     g = lora.gpu
     adapter = float(gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(lora.model, lora.train) / tp,
-                                g.peak_flops_16bit, g.gemm_max, g.gemm_half_flops))
+                                gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit), g.gemm_half_flops))
     lin = float(lt0.linear_fwd_s)
     assert adapter > 0 and adapter < 0.01 * lin
     np.testing.assert_allclose(float(lt1.fwd_s) - float(lt0.fwd_s), adapter, rtol=1e-9)

@@ -80,8 +80,9 @@ LOGIT_BYTES_PER_ELEMENT = 12.0
 EXPERT_GEMMS_FWD = 2.0
 
 
-def gemm_time_s(flops, peak_flops, eff_max, half_flops):
-    return jnp.where(flops > 0, (flops + half_flops) / (peak_flops * eff_max), 0.0)
+def gemm_time_s(flops, rate_flops, half_flops):
+    """(W + W_half) / rate: rate the large-GEMM FLOP/s (gemm_rate)."""
+    return jnp.where(flops > 0, (flops + half_flops) / rate_flops, 0.0)
 
 
 def gemm_rate(peak_flops, gemm_max, ceiling):
@@ -276,12 +277,12 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     rate16 = gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit)
     rate = jnp.where(share16 > 0, 1.0 / ((1.0 - share16) / rate + share16 / rate16), rate)
     half = gemm_half_for(g, train)
-    gt = lambda fl: gemm_time_s(fl / split, rate, 1.0, half)  # noqa: E731
+    gt = lambda fl: gemm_time_s(fl / split, rate, half)  # noqa: E731
     # MLA's duplicated down projections: with sequence parallelism each TP rank runs them on its own s/t tokens
     # (the compressed latents are gathered afterwards), without it on the whole sequence
     rep = replicated_qkv_flops(mbs, seq, model)
     rep_split = jnp.where(train.seq_parallel > 0, split, c)
-    rep_f = gemm_time_s(rep / rep_split, rate, 1.0, half)
+    rep_f = gemm_time_s(rep / rep_split, rate, half)
     linear_f = gt(qkv - rep) + gt(proj) + gt(mlp) + rep_f
     flash = train.flash > 0
     # Causal flash kernels skip the masked half of the score matrix; the attention core stays 16-bit in FP8
@@ -318,7 +319,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
                                                attn_flash_f)
     scores = mbs * model.heads * seq * seq / split
     mem_bw = g.hbm_Bps * g.memory_bound
-    gt16 = lambda fl: gemm_time_s(fl / split, rate16, 1.0, half)  # noqa: E731
+    gt16 = lambda fl: gemm_time_s(fl / split, rate16, half)  # noqa: E731
     # unfused attention computes the whole score matrix and masks it: neither a window nor packing saves work there
     attn_plain_f = 2.0 * jnp.maximum(gt16(0.5 * attn_full), SCORE_GEMM_BYTES * scores / mem_bw)  # QK^T and AV
     tokens = mbs * seq / c
@@ -360,7 +361,7 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # LoRA (cost/lora.py): frozen GEMMs run only their input-gradient GEMM backward (1x forward), the rank-r
     # adapters (16-bit, like the attention core in FP8 recipes) forward 1x and backward 2x; without LoRA
     # adapter_f = 0 and frozen = 0
-    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, rate16, 1.0, half)
+    adapter_f = gemm_time_s(2.0 * mbs * seq * adapter_params_per_layer(model, train) / split, rate16, half)
     # (written as factors of 1.0 and added zeros so that without LoRA XLA compiles the same arithmetic)
     trained = 1.0 - train.lora  # weight gradients of the base weights: 1 (all trained) or 0 (frozen)
     # host-launched MoE work (EXPERT_GEMMS_FWD above): the experts' GEMM passes, and the host wait, which only the
@@ -497,7 +498,7 @@ def logits_times(tp, cp, mbs, seq, model, g, train=None):
     the Training parameters, for the GEMM half-work under CUDA graphs (gemm_half_for; None: launched eagerly)."""
     flops = 2.0 * mbs * seq * model.hidden * model.vocab / (tp * cp)
     half = g.gemm_half_flops if train is None else gemm_half_for(g, train)
-    f = gemm_time_s(flops, gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit), 1.0, half)
+    f = gemm_time_s(flops, gemm_rate(g.peak_flops_16bit, g.gemm_max, g.gemm_cap_16bit), half)
     ce = LOGIT_BYTES_PER_ELEMENT * mbs * seq * model.vocab / (tp * cp) / (g.hbm_Bps * g.memory_bound)
     return f + ce, 2.0 * f + ce
 
