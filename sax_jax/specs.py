@@ -267,7 +267,8 @@ ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup",
                             "fp8_attention"),
-               "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",)}
+               "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",),
+               "framework": ("fused_scaled_rope", "fused_amax", "norm_amax")}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
 
 
@@ -901,6 +902,12 @@ class Framework:
     # (cost/quantize.py): torch.compile fuses the reduction into its pointwise producer; eager Transformer Engine
     # current scaling reads the tensor once for the amax and once more for the cast
     fused_amax: bool = False
+    # whether its norm kernel computes the amax of its 16-bit output for an FP8 current-scaled cast, so the cast of
+    # a norm-fed linear's input reads it once instead of twice (cost/quantize.py): Transformer Engine >= 2.7
+    # (NVIDIA/TransformerEngine#2013, "Fuse amax computation into normalization kernel for current scaling",
+    # 2025-07-31: pytorch/csrc/extensions/normalization.cpp create_hp_tensor_with_amax + quantize_with_amax), which
+    # LayerNormLinear (Megatron-Core's QKV and FC1) calls; earlier versions ran nvte_compute_amax over the output
+    norm_amax: bool = False
     # Eager PyTorch (no torch.compile, no fused kernels): HBM bytes its composite RMSNorm moves per hidden element
     # beyond a fused norm's read + write, and its rotary embedding per rotated query/key element, forward
     # (cost/compute.py; derived by counting the framework's ops in frameworks.yaml). 0: fused.

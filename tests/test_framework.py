@@ -86,6 +86,12 @@ def test_bad_framework_and_kernel_values_are_refused(tmp_path):
     with pytest.raises(ConfigError) as e:
         load_frameworks(str(p))
     assert "elementwise_bytes_factor" in str(e.value) and "100" in str(e.value)
+    for flag in ("fused_amax", "norm_amax", "fused_scaled_rope"):
+        for bad in ('"yes"', "1"):
+            p.write_text(f"frameworks:\n  x:\n    {flag}: {bad}\n")
+            with pytest.raises(ConfigError) as e:
+                load_frameworks(str(p))
+            assert f"frameworks.x.{flag}" in str(e.value) and "true or false" in str(e.value)
     src = open(os.path.join(CONFIGS, "hardware", "A100-SXM-80GB.yaml")).read()
     h = tmp_path / "gpu.yaml"
     h.write_text(src.replace("  triton: 0.53", "  triton: -1", 1))

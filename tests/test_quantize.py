@@ -36,6 +36,21 @@ def test_bytes_per_element_table(scaling, q, fused, expect):
     assert bytes_per_element(scaling, q, fused) == pytest.approx(expect)
 
 
+@pytest.mark.parametrize("scaling, q, fused, any_layout, expect", [
+    ("current", 1.0, False, False, (6.0, 4.0)),  # the norm computes the amax: its output read once, 2 + 2 x 1
+    ("current", 1.0, False, True, (5.0, 3.0)),   # Blackwell: one per-tensor copy, 2 + 1
+    ("current", 1.0, True, False, (4.0, 4.0)),   # an amax already fused everywhere: nothing more to save
+    ("delayed", 1.0, False, False, (4.0, 0.0)),  # delayed and block: the norm writes the copies, as before
+    ("block", 1.0, False, False, (4.0, 0.0)),
+    ("rowwise", 1.0, False, False, (10.0, 10.0)),  # two scales per tensor: not the norm's to compute
+])
+def test_norm_amax_saves_one_read_of_norm_fed_current_casts(scaling, q, fused, any_layout, expect):
+    """Transformer Engine >= 2.7 computes a current-scaled input's amax inside the norm kernel (LayerNormLinear:
+    QKV, FC1), then casts in one pass; standalone casts (projection and FC2 inputs, output gradients) still read
+    twice."""
+    assert bytes_per_element(scaling, q, fused, any_layout=any_layout, norm_amax=True) == pytest.approx(expect)
+
+
 # 22B (megatron-22B.yaml): h = 6144, 64 heads x 96 (MHA), ffn 24576, 2 MLP matrices. One microbatch of 2048 tokens,
 # TP 2 with sequence parallelism:
 #   norm-fed inputs (QKV, FC1): 2 x 2048 x 6144 / 2                          = 12,582,912
@@ -97,8 +112,12 @@ def test_gpu_params_take_the_recipe_and_the_framework():
     assert qb(precision="bf16", fp8_scaling="current") == (0.0, 0.0)
     assert qb(precision="fp8") == (4.0, 0.0)  # Transformer Engine's default recipe: delayed scaling
     assert qb(precision="fp8", fp8_scaling="current") == (6.0, 6.0)
+    # Megatron-TE (Transformer Engine >= 2.7): the norm of QKV's and FC1's LayerNormLinear computes the amax
+    assert qb(precision="fp8", fp8_scaling="current", framework=fws["megatron-te"]) == (6.0, 4.0)
     assert qb(precision="fp8", fp8_scaling="current", framework=fws["torchtitan"]) == (4.0, 4.0)
     assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))
+    # NVFP4's norm path is not FP8 current scaling's (its random Hadamard transform takes its own amax): unchanged
+    assert qb(precision="fp4", fp8_scaling="current", framework=fws["megatron-te"]) == pytest.approx((5.125, 5.125))
     assert qb(precision="bf16", lora_rank=32) == (0.0, 0.0)  # LoRA at 16 bits: no casts
     assert qb(precision="fp8", fp8_scaling="current", lora_rank=32) == (5.0, 5.0)  # one orientation written
 
@@ -130,7 +149,8 @@ def test_blackwell_parts_cast_per_tensor_fp8_once():
     def qb(**kw):
         g = gpu_params(system, Training(global_batch_sequences=1, seq_len=4096, framework=fws["megatron-te"], **kw))
         return float(g.quant_bytes), float(g.quant_norm_bytes)
-    assert qb(precision="fp8", fp8_scaling="current") == (5.0, 5.0)   # H100: (6, 6) above
+    # one copy; the norm-fed inputs read once (Framework.norm_amax). H100: (6, 4) above
+    assert qb(precision="fp8", fp8_scaling="current") == (5.0, 3.0)
     assert qb(precision="fp8") == (3.0, 0.0)                          # delayed; H100: (4, 0)
     assert qb(precision="fp8", fp8_scaling="block") == (4.0, 0.0)     # MXFP8: unchanged
     assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))  # NVFP4: unchanged

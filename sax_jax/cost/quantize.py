@@ -13,6 +13,7 @@ element, GEMM_INPUT_BYTES: 1 for FP8, 0.5625 for NVFP4 with its block scales):
 
     delayed  (TE DelayedScaling: the scale comes from the amax history, found during the cast)  2 + 2q
     current  (TE Float8CurrentScaling; torchao tensorwise; NVFP4's global amax): an amax pass first  4 + 2q
+             (a norm-fed input where the norm computes the amax, TE >= 2.7: 2 + 2q; Framework.norm_amax)
     block    (MXFP8, DeepSeek-V3 1x128 / 128x128 blockwise: each block's scale inside the one pass)  2 + 2q
     rowwise  (torchao rowwise: each operand scaled along its reduction dimension, so the rowwise and the
               columnwise copy each need their own amax and cast pass)  8 + 2q
@@ -20,7 +21,9 @@ element, GEMM_INPUT_BYTES: 1 for FP8, 0.5625 for NVFP4 with its block scales):
 A linear layer fed by a norm (QKV, FC1, Mamba's in_proj) gets its input from the norm kernel: with delayed or
 block scaling TE's fused norm writes the low-precision copies instead of the 16-bit output (LayerNormLinear,
 `normalization` with an FP8 / MXFP8 output quantizer), which moves max(2q - 2, 0) = 0 bytes more; a current or rowwise
-scale needs the whole tensor's amax before the cast, so those inputs pay the full pass.
+scale needs the whole tensor's amax before the cast, so those inputs pay the full pass, except where the norm kernel
+computes that amax itself (Transformer Engine >= 2.7 for FP8 current scaling: it writes the 16-bit output and its amax,
+then one cast pass reads it; Framework.norm_amax).
 
 Elements (the layer's widths, as compute.layer_flops counts its GEMMs): the forward quantizes every linear's
 input, the backward every linear's output gradient. Sequence-parallel tensors of hidden width are split over TP
@@ -47,21 +50,27 @@ GATHERED_16BIT = ("rowwise",)
 
 
 def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False,
-                      any_layout: bool = False) -> tuple:
+                      any_layout: bool = False, norm_amax: bool = False) -> tuple:
     """(standalone, norm-fed) HBM bytes per quantized element beyond the 16-bit path (table above).
     fused_amax: the framework computes each amax inside the kernel that produces the tensor (torch.compile's
     Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer.
     frozen_weights (LoRA): no weight-gradient GEMM, so only the orientation the forward and the input-gradient
     GEMMs read is written: one low-precision copy instead of two.
     any_layout (GpuSpec.fp8_any_layout): the GEMMs read a per-tensor-scaled copy in either orientation, so one
-    copy is written for delayed and current scaling."""
+    copy is written for delayed and current scaling.
+    norm_amax (Framework.norm_amax): the norm computes its 16-bit output's amax, so a current-scaled norm-fed input
+    is read once, by the cast (2 + 2q instead of 4 + 2q; the norm's own write is the 16-bit path's)."""
     reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
     one_copy = frozen_weights or (any_layout and scaling in PER_TENSOR)
     written = (1.0 if one_copy else 2.0) * q_bytes
     standalone = 2.0 * reads + written
     # a fused norm writes the low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
     # copies would save bytes there, counted as none (its norm output is also kept for the backward)
-    return standalone, max(written - 2.0, 0.0) if NORM_FUSED[scaling] else standalone
+    if NORM_FUSED[scaling]:
+        return standalone, max(written - 2.0, 0.0)
+    if norm_amax and scaling == "current":
+        return standalone, 2.0 * max(reads - 1.0, 1.0) + written
+    return standalone, standalone
 
 
 def quantized_elements(model, tokens, t, sp_split):
