@@ -349,7 +349,8 @@ def quantization_bytes(training: Training, any_layout: bool = False) -> tuple:
     frozen = training.lora_rank > 0
     fp8 = training.precision == "fp8"
     return (*quantize.bytes_per_element(training.fp8_scaling, q, training.framework.fused_amax, frozen_weights=frozen,
-                                        any_layout=any_layout and fp8, norm_amax=training.framework.norm_amax and fp8),
+                                        any_layout=any_layout and fp8, norm_amax=training.framework.norm_amax and fp8,
+                                        cudnn_norm=training.cudnn_norm),
             quantize.gathered_bytes(training.fp8_scaling, q, frozen_weights=frozen))
 
 

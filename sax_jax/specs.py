@@ -266,7 +266,7 @@ def ranges_of(kind: str) -> dict:
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup",
-                            "fp8_attention"),
+                            "fp8_attention", "cudnn_norm"),
                "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",),
                "framework": ("fused_scaled_rope", "fused_amax", "norm_amax")}
 MAX_GPUS = 100_000_000  # a system larger than this is a typo in a level size
@@ -1038,6 +1038,11 @@ class Training:
     # scaled along its reduction dimension, so inputs and gradients are scaled and cast once per orientation).
     # Ignored at 16 bits and above.
     fp8_scaling: str = "delayed"
+    # Whether the run sets NVTE_NORM_FWD_USE_CUDNN, so Transformer Engine's LayerNormLinear normalizes with cuDNN
+    # (pytorch/csrc/extensions/normalization.cpp): an MXFP8 cast then fuses into the norm, where TE's own norm kernel
+    # writes the 16-bit output and casts it apart; an FP8 current-scaled input loses the amax the TE norm computes
+    # (Framework.norm_amax) and pays its amax pass again. Delayed scaling fuses either way (cost/quantize.py).
+    cudnn_norm: bool = False
     # How the layers are split over the pipeline's chunks (cost/stages.py): "filled": ceil(layers / chunks) per chunk
     # in order, the remainder in the last chunk (an explicit Megatron-Core pipeline_model_parallel_layout, as
     # Megatron-Bridge writes for DeepSeek-V3 and Kimi-K2); "counted": the embedding and the loss count as one layer

@@ -434,7 +434,12 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     x = {c: _value(row, c, file, n, profile, filled) for c in EXTRA_COLUMNS
          if c in INT_COLUMNS and row.get(c, "") != ""}
     x.update({c: _count(row, c, file, n) for c in COUNT_COLUMNS})
-    recipe_training = _apply_recipe(RECIPES().get(rid), row, v, filled, approx)
+    recipe = RECIPES().get(rid)
+    recipe_training = _apply_recipe(recipe, row, v, filled, approx)
+    if cudnn_norm_of(recipe, row, prec):
+        recipe_training["cudnn_norm"] = True
+        filled.append("cudnn_norm=yes (Megatron-Bridge's performance launcher keeps NVTE_NORM_FWD_USE_CUDNN for this "
+                      "run: validation._CUDNN_NORM_RULES)")
     if v["metric"] not in METRICS:
         raise CaseError(file, n, "metric", v["metric"], f"unknown metric; use one of {', '.join(METRICS)}")
     if v["recompute"] not in ("none", "selective", "full", "half"):
@@ -711,6 +716,51 @@ def cuda_graphs_of(recipe_value: str, static_experts: bool = False, alltoall_dis
 # account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split). Others: layers that divide.
 RECIPE_PIPELINE_SPLITS = (("deepseek_v3", "filled"), ("kimi_k2", "filled"), ("llama31_405b", "counted"),
                           ("qwen3_235b", "counted"))
+
+
+# Which Megatron-Bridge runs normalize with cuDNN (Training.cudnn_norm). The performance launcher's PERF_ENV_VARS set
+# NVTE_NORM_FWD_USE_CUDNN=1 and its plugin deletes it again unless the run is one of a few (scripts/performance/
+# perf_plugins.py, PerfEnvPlugin._set_model_specific_environment_variables, `del_cudnn_ln`, at v0.2.0-v0.5.1 =
+# 25.11-26.06.01); 25.09's runner (v0.1.0rc3) sets no such variable; from 26.08 (v0.6.0) each perf recipe function
+# carries its own environment. Keys: (model, compute dtype, task, GPUs or None for any); the rules each release adds.
+_CUDNN_NORM_RULES = {
+    "25.11": (("llama3-8B", ("fp8_cs",), "pretrain", ("h100",)),
+              ("llama3-70B", ("bf16", "fp8_cs"), "pretrain", ("gb200", "gb300")),
+              ("llama3-405B", ("fp8_cs",), "pretrain", ("gb200", "gb300"))),
+    "26.02": (("deepseek-v3", ("fp8_mx",), None, ("gb200", "gb300")),),
+    "26.02.01": (("kimi-k2", ("fp8_mx",), None, ("gb200", "gb300")),
+                 ("llama3-8B", None, "sft", None), ("llama3-70B", None, "sft", None),
+                 ("llama3-405B", None, "sft", None), ("nemotron3-nano-30b-a3b", None, None, None)),
+}
+_CUDNN_NORM_RELEASES = ("25.11", "26.02", "26.02.01", "26.04", "26.04.01", "26.06", "26.06.01")
+# v0.6.0 (26.08): the perf recipe functions whose env dict sets NVTE_NORM_FWD_USE_CUDNN, among those of the table's
+# rows (src/megatron/bridge/perf_recipes/{deepseek,nemotronh}/{gb200,gb300}/*.py)
+_CUDNN_NORM_FUNCTIONS_2608 = ("deepseek_v3_pretrain_256gpu_gb200_fp8mx_config",
+                              "deepseek_v3_pretrain_256gpu_gb300_fp8mx_config",
+                              "nemotron_3_nano_pretrain_8gpu_gb300_fp8mx_config",
+                              "nemotron_3_5_lightning_pretrain_8gpu_gb200_fp8mx_config")
+_COMPUTE_DTYPE = {"fp8": "fp8_cs", "fp8-cs": "fp8_cs", "fp8-mx": "fp8_mx", "mxfp8": "fp8_mx", "bf16": "bf16",
+                  "nvfp4": "nvfp4", "fp8-blockwise": "fp8_block"}
+
+
+def cudnn_norm_of(recipe, row, precision_label) -> bool:
+    """Whether a Megatron-Bridge row's run kept NVTE_NORM_FWD_USE_CUDNN (_CUDNN_NORM_RULES): the release is the
+    second field of the row's id (mb-RELEASE-gpu-...), recipe its recipes.csv entry or None; precision_label: the
+    table's precision as written (fp8-cs, mxfp8, ...), before the model's aliases."""
+    if not row.get("source", "").startswith("NVIDIA-NeMo/Megatron-Bridge"):
+        return False
+    release = row.get("id", "").split("-")[1] if row.get("id", "").count("-") > 1 else ""
+    if release == "26.08":
+        return recipe is not None and recipe["recipe"].split("::")[-1] in _CUDNN_NORM_FUNCTIONS_2608
+    if release not in _CUDNN_NORM_RELEASES:
+        return False
+    rules = [r for rel, rs in _CUDNN_NORM_RULES.items()
+             if _CUDNN_NORM_RELEASES.index(rel) <= _CUDNN_NORM_RELEASES.index(release) for r in rs]
+    dtype = _COMPUTE_DTYPE.get(precision_label)
+    task = next((t for t in ("pretrain", "sft", "lora") if f"-{t}-" in row.get("id", "")), None)
+    gpu = row.get("gpu", "").split("-")[0].lower()
+    return any(row.get("model") == m and (d is None or dtype in d) and (t is None or task == t)
+               and (g is None or gpu in g) for m, d, t, g in rules)
 
 
 def _apply_recipe(recipe, row, v, filled, approx) -> dict:

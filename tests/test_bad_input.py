@@ -49,6 +49,7 @@ YAML_CASES = [
      "training.optimizer_bytes_per_param"),
     ("bool-as-text", "scenario", "seq_len: 4096", "seq_len: 4096, allow_bounded_loss: maybe",
      "training.allow_bounded_loss"),
+    ("cudnn-norm-as-number", "scenario", "seq_len: 4096", "seq_len: 4096, cudnn_norm: 1", "training.cudnn_norm"),
     ("training-not-mapping", "scenario", "training: {global_batch_sequences: 1024, seq_len: 4096}",
      "training: [1024, 4096]", "'training'"),
     ("training-unknown-key", "scenario", "seq_len: 4096", "seq_len: 4096, seqlen: 4096", "training.seqlen"),

@@ -25,7 +25,8 @@ def gpu(**kw):
 @pytest.mark.parametrize("scaling, q, fused, expect", [
     ("delayed", 1.0, False, (4.0, 0.0)),    # read 2, write 1 + 1; a fused norm writes the FP8 copies instead
     ("current", 1.0, False, (6.0, 6.0)),    # + the amax pass; no norm fusion (the amax needs the whole tensor)
-    ("block", 1.0, False, (4.0, 0.0)),      # MXFP8: the block scales inside the one pass
+    ("block", 1.0, False, (4.0, 4.0)),      # MXFP8: the block scales inside the one pass; TE's own norm does not
+                                            # write MXFP8 (normalization.cpp: unfused), so a norm-fed input pays it too
     ("rowwise", 1.0, False, (10.0, 10.0)),  # amax + cast per orientation: 4 reads
     ("current", 0.5625, False, (5.125, 5.125)),  # NVFP4: 4-bit copies with one E4M3 scale per 16 elements
     ("current", 1.0, True, (4.0, 4.0)),     # torch.compile: the amax inside the producing kernel
@@ -40,8 +41,8 @@ def test_bytes_per_element_table(scaling, q, fused, expect):
     ("current", 1.0, False, False, (6.0, 4.0)),  # the norm computes the amax: its output read once, 2 + 2 x 1
     ("current", 1.0, False, True, (5.0, 3.0)),   # Blackwell: one per-tensor copy, 2 + 1
     ("current", 1.0, True, False, (4.0, 4.0)),   # an amax already fused everywhere: nothing more to save
-    ("delayed", 1.0, False, False, (4.0, 0.0)),  # delayed and block: the norm writes the copies, as before
-    ("block", 1.0, False, False, (4.0, 0.0)),
+    ("delayed", 1.0, False, False, (4.0, 0.0)),  # delayed: the norm writes the copies, as before
+    ("block", 1.0, False, False, (4.0, 4.0)),    # MXFP8: TE's norm writes 16 bits, a standalone cast follows
     ("rowwise", 1.0, False, False, (10.0, 10.0)),  # two scales per tensor: not the norm's to compute
 ])
 def test_norm_amax_saves_one_read_of_norm_fed_current_casts(scaling, q, fused, any_layout, expect):
@@ -58,6 +59,41 @@ def test_norm_amax_saves_one_read_of_norm_fed_current_casts(scaling, q, fused, a
 #   output gradients: hidden-wide (projection, FC2) 2 x 2048 x 6144 / 2, plus QKV (3 x 6144) and FC1 (24576)
 #   split over TP: 2048 x 43008 / 2                                           = 56,623,104
 NORM_FED, OTHER_IN, GRADS = 12_582_912, 31_457_280, 56_623_104
+
+
+@pytest.mark.parametrize("scaling, norm_amax, expect", [
+    ("delayed", True, (4.0, 0.0)),   # an FP8 output quantizer: fused by either kernel
+    ("current", True, (6.0, 6.0)),   # cuDNN's norm computes no amax: the amax pass is back, whatever TE could do
+    ("current", False, (6.0, 6.0)),
+    ("block", True, (4.0, 0.0)),     # MXFP8: cuDNN's norm writes both copies and their block scales
+    ("rowwise", True, (10.0, 10.0)),
+])
+def test_cudnn_norm_fuses_mxfp8_but_not_the_current_amax(scaling, norm_amax, expect):
+    """NVTE_NORM_FWD_USE_CUDNN (Training.cudnn_norm): Transformer Engine's normalization.cpp takes its FULLY_FUSED
+    path for FP8 delayed and MXFP8 quantizers and the unfused one for current scaling."""
+    assert bytes_per_element(scaling, 1.0, norm_amax=norm_amax, cudnn_norm=True) == pytest.approx(expect)
+
+
+def test_megatron_bridge_runs_that_keep_cudnn_norm():
+    """The performance launcher's rule (perf_plugins.py del_cudnn_ln, v0.2.0-v0.5.1) and 26.08's per-recipe env."""
+    cases, errs = V.load_cases([V.VALIDATION_DIR])
+    assert not errs
+    on = {c.id for c in cases if c.scenario.training.cudnn_norm}
+    for rid in ("mb-25.11-h100-llama3-8B-pretrain-fp8-cs-8g-gbs128",       # H100 Llama 3 8B FP8-CS pretraining
+                "mb-26.04-gb200-llama3-70B-pretrain-fp8-64g-gbs256",       # GB200/GB300 Llama 3 70B FP8-CS
+                "mb-26.04-gb300-deepseek-v3-pretrain-mxfp8-256g-gbs4096",  # GB DeepSeek-V3 MXFP8 from 26.02
+                "mb-26.04-h100-nemotron3-nano-30b-a3b-pretrain-fp8-16g-gbs1024",  # Nemotron 3 Nano from 26.02.01
+                "mb-26.06-h100-llama3-70B-sft-fp8-32g-gbs32",              # Llama SFT from 26.02.01
+                "mb-26.08-gb300-deepseek-v3-pretrain-mxfp8-256g-gbs4096"):  # 26.08: the recipe's own env
+        assert rid in on, rid
+    for rid in ("mb-25.09-h100-llama3-8B-pretrain-fp8-8g-gbs128",          # 25.09's runner sets no such variable
+                "mb-26.04-h100-llama3-70B-pretrain-fp8-64g-gbs256",        # H100 70B: deleted
+                "mb-26.04-gb200-llama3-70B-pretrain-mxfp8-64g-gbs256",     # the 70B rule is BF16 and FP8-CS only
+                "mb-26.04-b200-deepseek-v3-pretrain-mxfp8-256g-gbs4096",   # DeepSeek on B200: deleted
+                "mb-26.06-h100-llama3-70B-lora-fp8-8g-gbs32",              # LoRA is not SFT
+                "mb-26.08-gb300-gpt-oss-120b-pretrain-mxfp8-64g-gbs1280",  # its 26.08 recipe sets none
+                "nemo-24.07-h100-llama3-8B-pretrain-fp8-8g-gbs128"):       # NeMo 24.07: not Megatron-Bridge
+        assert rid in {c.id for c in cases} and rid not in on, rid
 
 
 def test_quantized_elements_golden(m22):
@@ -125,7 +161,7 @@ def test_gpu_params_take_the_recipe_and_the_framework():
 @pytest.mark.parametrize("scaling, q, expect", [
     ("delayed", 1.0, (3.0, 0.0)),     # read 2, one FP8 copy that both orientations read; the fused norm: 0
     ("current", 1.0, (5.0, 5.0)),     # amax pass + cast pass, one copy
-    ("block", 1.0, (4.0, 0.0)),       # MXFP8: its scales run along the reduction dimension, two copies still
+    ("block", 1.0, (4.0, 4.0)),       # MXFP8: its scales run along the reduction dimension, two copies still
     ("rowwise", 1.0, (10.0, 10.0)),   # one scale per row of each orientation: two copies still
 ])
 def test_any_layout_gpu_writes_one_per_tensor_copy(scaling, q, expect):
@@ -152,7 +188,8 @@ def test_blackwell_parts_cast_per_tensor_fp8_once():
     # one copy; the norm-fed inputs read once (Framework.norm_amax). H100: (6, 4) above
     assert qb(precision="fp8", fp8_scaling="current") == (5.0, 3.0)
     assert qb(precision="fp8") == (3.0, 0.0)                          # delayed; H100: (4, 0)
-    assert qb(precision="fp8", fp8_scaling="block") == (4.0, 0.0)     # MXFP8: unchanged
+    assert qb(precision="fp8", fp8_scaling="block") == (4.0, 4.0)     # MXFP8: two copies, TE's norm unfused
+    assert qb(precision="fp8", fp8_scaling="block", cudnn_norm=True) == (4.0, 0.0)  # cuDNN's norm writes them
     assert qb(precision="fp4", fp8_scaling="current") == pytest.approx((5.125, 5.125))  # NVFP4: unchanged
 
 

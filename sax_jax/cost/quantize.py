@@ -18,12 +18,14 @@ element, GEMM_INPUT_BYTES: 1 for FP8, 0.5625 for NVFP4 with its block scales):
     rowwise  (torchao rowwise: each operand scaled along its reduction dimension, so the rowwise and the
               columnwise copy each need their own amax and cast pass)  8 + 2q
 
-A linear layer fed by a norm (QKV, FC1, Mamba's in_proj) gets its input from the norm kernel: with delayed or
-block scaling TE's fused norm writes the low-precision copies instead of the 16-bit output (LayerNormLinear,
-`normalization` with an FP8 / MXFP8 output quantizer), which moves max(2q - 2, 0) = 0 bytes more; a current or rowwise
-scale needs the whole tensor's amax before the cast, so those inputs pay the full pass, except where the norm kernel
-computes that amax itself (Transformer Engine >= 2.7 for FP8 current scaling: it writes the 16-bit output and its amax,
-then one cast pass reads it; Framework.norm_amax).
+A linear layer fed by a norm (QKV, FC1, Mamba's in_proj) gets its input from the norm kernel: with delayed scaling
+TE's fused norm writes the low-precision copies instead of the 16-bit output (LayerNormLinear, `normalization` with an
+FP8 output quantizer), which moves max(2q - 2, 0) = 0 bytes more; so does cuDNN's norm with an MXFP8 quantizer, which
+TE runs only when NVTE_NORM_FWD_USE_CUDNN is set (Training.cudnn_norm; TE's own norm writes the 16-bit output and an
+MXFP8 or FP8-block cast follows). A current or rowwise scale needs the whole tensor's amax before the cast, so those
+inputs pay the full pass, except where the norm kernel computes that amax itself (Transformer Engine >= 2.7's own
+norm for FP8 current scaling, not cuDNN's: it writes the 16-bit output and its amax, then one cast pass reads it;
+Framework.norm_amax).
 
 Elements (the layer's widths, as compute.layer_flops counts its GEMMs): the forward quantizes every linear's
 input, the backward every linear's output gradient. Sequence-parallel tensors of hidden width are split over TP
@@ -41,7 +43,12 @@ read pass (GATHERED_16BIT, GpuP.quant_gathered_bytes).
 import jax.numpy as jnp
 
 READ_PASSES = {"delayed": 1.0, "current": 2.0, "block": 1.0, "rowwise": 4.0}
-NORM_FUSED = {"delayed": True, "current": False, "block": True, "rowwise": False}
+# whether the norm kernel writes the low-precision copies itself, by the norm that runs (Training.cudnn_norm):
+# Transformer Engine's own kernel fuses only a delayed-scaled cast; with cuDNN's (NVTE_NORM_FWD_USE_CUDNN) an MXFP8
+# one too (TE pytorch/csrc/extensions/normalization.cpp, v2.2 to v2.17: MXFP8 quantizers take the unfused path unless
+# that variable is set; FP8 block (DeepSeek-style) quantizers always do)
+NORM_FUSED = {"delayed": True, "current": False, "block": False, "rowwise": False}
+NORM_FUSED_CUDNN = {"delayed": True, "current": False, "block": True, "rowwise": False}
 
 
 PER_TENSOR = ("delayed", "current")
@@ -50,7 +57,7 @@ GATHERED_16BIT = ("rowwise",)
 
 
 def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, frozen_weights: bool = False,
-                      any_layout: bool = False, norm_amax: bool = False) -> tuple:
+                      any_layout: bool = False, norm_amax: bool = False, cudnn_norm: bool = False) -> tuple:
     """(standalone, norm-fed) HBM bytes per quantized element beyond the 16-bit path (table above).
     fused_amax: the framework computes each amax inside the kernel that produces the tensor (torch.compile's
     Inductor fuses the reduction into its pointwise producer), so a current or rowwise scale costs one read fewer.
@@ -59,16 +66,18 @@ def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, fr
     any_layout (GpuSpec.fp8_any_layout): the GEMMs read a per-tensor-scaled copy in either orientation, so one
     copy is written for delayed and current scaling.
     norm_amax (Framework.norm_amax): the norm computes its 16-bit output's amax, so a current-scaled norm-fed input
-    is read once, by the cast (2 + 2q instead of 4 + 2q; the norm's own write is the 16-bit path's)."""
+    is read once, by the cast (2 + 2q instead of 4 + 2q; the norm's own write is the 16-bit path's).
+    cudnn_norm (Training.cudnn_norm): cuDNN's norm runs instead of TE's: it writes MXFP8 copies itself but computes
+    no amax (NORM_FUSED_CUDNN)."""
     reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
     one_copy = frozen_weights or (any_layout and scaling in PER_TENSOR)
     written = (1.0 if one_copy else 2.0) * q_bytes
     standalone = 2.0 * reads + written
     # a fused norm writes the low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
     # copies would save bytes there, counted as none (its norm output is also kept for the backward)
-    if NORM_FUSED[scaling]:
+    if (NORM_FUSED_CUDNN if cudnn_norm else NORM_FUSED)[scaling]:
         return standalone, max(written - 2.0, 0.0)
-    if norm_amax and scaling == "current":
+    if norm_amax and not cudnn_norm and scaling == "current":
         return standalone, 2.0 * max(reads - 1.0, 1.0) + written
     return standalone, standalone
 
