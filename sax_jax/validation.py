@@ -1088,6 +1088,41 @@ def ranking(cases, results) -> dict:
                     "predictions (or measurements) are all equal has no Spearman (null), left out of the mean"}
 
 
+def weak_scaling(cases, results) -> dict:
+    """How much the step time grows per doubling of the GPUs when each GPU's work stays the same: pairs of runs of
+    one table (dataset and source), model shape, GPU type, sequence and precision label, with one layout but the
+    data-parallel size (LAYOUT_KEYS less dp, GPUs per node) and the same microbatches per data-parallel rank
+    (gbs / (dp x mbs)), at consecutive GPU counts of that series. Per pair: ln(t2 / t1) / log2(n2 / n1), measured and
+    predicted (iteration times only). A model whose collectives, stragglers and fixed costs grow too little with N
+    shows a predicted slope below the measured one; a design extrapolated past the validated GPU counts inherits it."""
+    by_id = {c.id: c for c in cases}
+    series = {}
+    for r in results:
+        if not _usable(r) or r["metric"] != "iteration_s":
+            continue
+        c = by_id[r["id"]]
+        ds, model, shape, gpu, n, seq, gbs, prec = c.group
+        d = c.design
+        layout = (tuple(str(d.get(k, "")) for k in LAYOUT_KEYS if k != "dp")
+                  + (c.scenario.system.gpus_per_node, gbs / (float(d["dp"]) * float(d["mbs"]))))
+        series.setdefault((ds, c.source, model, shape, gpu, seq, prec, layout), []).append(
+            (n, r["measured"], r["predicted"], r["id"]))
+    pairs = []
+    for runs in series.values():
+        runs.sort()
+        for (n1, m1, p1, i1), (n2, m2, p2, i2) in zip(runs, runs[1:]):
+            if n2 > n1:
+                doublings = math.log2(n2 / n1)
+                pairs.append({"ids": [i1, i2], "gpus": [n1, n2], "measured": math.log(m2 / m1) / doublings,
+                              "predicted": math.log(p2 / p1) / doublings})
+    med = (lambda k: float(np.median([p[k] for p in pairs])) if pairs else None)
+    return {"pairs": pairs, "n_pairs": len(pairs), "median_measured": med("measured"),
+            "median_predicted": med("predicted"),
+            "rule": "same dataset and source, model shape, GPU type, seq and precision label; one layout but dp "
+                    "(and GPUs per node); equal microbatches per data-parallel rank; consecutive GPU counts; "
+                    "slope = ln(t2/t1) / log2(n2/n1), iteration times"}
+
+
 def _gpu_token(gpu_name: str) -> str:
     """How a run id names its GPU type: the name's first segment, lower case (H100-SXM-80GB -> h100, GB200)."""
     return gpu_name.split("-")[0].lower()
@@ -1207,6 +1242,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                    "n_gpus": by_id[r["id"]].scenario.system.n_gpus,
                    "moe": r["id"] in moe_ids} for r in results],
         "ranking": ranking(cases, results),
+        "weak_scaling": weak_scaling(cases, results),
         "hardware_pairs": hardware_pairs(cases, results),
         "unsupported": [u.as_dict() for u in loaded.unsupported],
         "excluded": [u.as_dict() for u in loaded.excluded],

@@ -393,6 +393,50 @@ def test_hardware_pairs_need_the_same_layout_count_and_batch():
     assert p["ratio_error_median"] == pytest.approx(1.25 * 1.9 / 2.0 - 1.0)
 
 
+def test_weak_scaling_pairs_hand_computed():
+    def case(rid, n, dp, gbs, tp=1, mbs=2, source="t"):
+        system = types.SimpleNamespace(gpu=types.SimpleNamespace(name="H100"), n_gpus=n, gpus_per_node=8)
+        return types.SimpleNamespace(id=rid, source=source, design={"tp": tp, "dp": dp, "mbs": mbs},
+                                     group=("ds", "m", "shape", "H100", n, 2048, gbs, "bf16"),
+                                     scenario=types.SimpleNamespace(system=system))
+
+    def res(rid, pred, meas, metric="iteration_s"):
+        return {"id": rid, "predicted": pred, "measured": meas, "metric": metric}
+
+    cs = [case("a16", 16, 16, 32), case("a64", 64, 64, 128), case("a32", 32, 32, 64),  # one series, 1 microbatch
+          case("b128", 128, 128, 512),        # 2 microbatches per rank: another series, alone
+          case("c32", 32, 8, 16, tp=4),       # another layout, alone
+          case("d64", 64, 64, 128, source="u")]  # another table, alone
+    rs = [res("a16", 1.0, 1.0), res("a32", 1.01, 1.04), res("a64", 1.03, 1.0816), res("b128", 2.0, 2.0),
+          res("c32", 1.0, 1.0), res("d64", 1.0, 1.0)]
+    ws = V.weak_scaling(cs, rs)
+    assert ws["n_pairs"] == 2
+    assert [p["gpus"] for p in ws["pairs"]] == [[16, 32], [32, 64]]
+    # measured 1.04 per doubling both times: ln 1.04; predicted ln 1.01, then ln(1.03 / 1.01)
+    assert [p["measured"] for p in ws["pairs"]] == pytest.approx([math.log(1.04)] * 2)
+    assert [p["predicted"] for p in ws["pairs"]] == pytest.approx([math.log(1.01), math.log(1.03 / 1.01)])
+    assert ws["median_measured"] == pytest.approx(math.log(1.04))
+    assert ws["median_predicted"] == pytest.approx((math.log(1.01) + math.log(1.03 / 1.01)) / 2)
+    # a 16 -> 64 pair without 32 between counts two doublings
+    ws = V.weak_scaling([cs[0], cs[1]], [rs[0], rs[2]])
+    assert ws["pairs"][0]["measured"] == pytest.approx(math.log(1.0816) / 2)
+    # throughput metrics are left out (a series' time ratio needs times); no pair: medians None
+    assert V.weak_scaling(cs[:2], [res("a16", 1.0, 1.0, "tflops_per_gpu"), rs[2]])["median_measured"] is None
+
+
+def test_weak_scaling_on_the_published_runs(full):
+    ws = full["weak_scaling"]
+    by_id = {c["id"]: c for c in full["cases"]}
+    assert ws["n_pairs"] >= 30
+    for p in ws["pairs"]:
+        a, b = (by_id[i] for i in p["ids"])
+        assert a["dataset"] == b["dataset"] and a["n_gpus"] < b["n_gpus"] == p["gpus"][1]
+        assert {k: v for k, v in a["design"].items() if k != "dp"} == {k: v for k, v in b["design"].items()
+                                                                          if k != "dp"}
+    # what the README says: the published FSDP series slow down faster with N than the model does
+    assert ws["median_measured"] > ws["median_predicted"] > 0.0
+
+
 def test_spearman_hand_computed():
     assert V.spearman([1, 2, 3, 4, 5], [10, 20, 30, 40, 50]) == pytest.approx(1.0)
     assert V.spearman([1, 2, 3, 4], [9, 7, 5, 1]) == pytest.approx(-1.0)

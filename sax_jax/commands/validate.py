@@ -105,6 +105,11 @@ def print_report(res, console=None):
                           for c in rk.get("pairwise", []) if c["share"] is not None)
         if order:
             con.print(f"pairs in one group in the measured order: {order}")
+    ws = res.get("weak_scaling")
+    if ws and ws["n_pairs"]:
+        con.print(f"weak scaling: step time per doubling of the GPUs at the same per-GPU work, median of "
+                  f"{ws['n_pairs']} run pairs: measured {100 * ws['median_measured']:+.2f}%, predicted "
+                  f"{100 * ws['median_predicted']:+.2f}%")
     hp = res.get("hardware_pairs")
     if hp and hp["pairs"]:
         t = Table(title="hardware choice (the same run on two GPU types: speedup of the second over the first)",
