@@ -758,7 +758,7 @@ def cudnn_norm_of(recipe, row, precision_label) -> bool:
              if _CUDNN_NORM_RELEASES.index(rel) <= _CUDNN_NORM_RELEASES.index(release) for r in rs]
     dtype = _COMPUTE_DTYPE.get(precision_label)
     task = next((t for t in ("pretrain", "sft", "lora") if f"-{t}-" in row.get("id", "")), None)
-    gpu = row.get("gpu", "").split("-")[0].lower()
+    gpu = _gpu_token(row.get("gpu", ""))
     return any(row.get("model") == m and (d is None or dtype in d) and (t is None or task == t)
                and (g is None or gpu in g) for m, d, t, g in rules)
 

@@ -43,12 +43,6 @@ read pass (GATHERED_16BIT, GpuP.quant_gathered_bytes).
 import jax.numpy as jnp
 
 READ_PASSES = {"delayed": 1.0, "current": 2.0, "block": 1.0, "rowwise": 4.0}
-# whether the norm kernel writes the low-precision copies itself, by the norm that runs (Training.cudnn_norm):
-# Transformer Engine's own kernel fuses only a delayed-scaled cast; with cuDNN's (NVTE_NORM_FWD_USE_CUDNN) an MXFP8
-# one too (TE pytorch/csrc/extensions/normalization.cpp, v2.2 to v2.17: MXFP8 quantizers take the unfused path unless
-# that variable is set; FP8 block (DeepSeek-style) quantizers always do)
-NORM_FUSED = {"delayed": True, "current": False, "block": False, "rowwise": False}
-NORM_FUSED_CUDNN = {"delayed": True, "current": False, "block": True, "rowwise": False}
 
 
 PER_TENSOR = ("delayed", "current")
@@ -68,16 +62,18 @@ def bytes_per_element(scaling: str, q_bytes: float, fused_amax: bool = False, fr
     norm_amax (Framework.norm_amax): the norm computes its 16-bit output's amax, so a current-scaled norm-fed input
     is read once, by the cast (2 + 2q instead of 4 + 2q; the norm's own write is the 16-bit path's).
     cudnn_norm (Training.cudnn_norm): cuDNN's norm runs instead of TE's: it writes MXFP8 copies itself but computes
-    no amax (NORM_FUSED_CUDNN)."""
+    no amax. Which cast fuses into which norm: TE pytorch/csrc/extensions/normalization.cpp, v2.2 to v2.17 (TE's own
+    kernel writes only delayed-scaled FP8; MXFP8 quantizers take the unfused path unless NVTE_NORM_FWD_USE_CUDNN is
+    set; FP8 block (DeepSeek-style) quantizers always do)."""
     reads = READ_PASSES[scaling] - (1.0 if fused_amax and READ_PASSES[scaling] > 1.0 else 0.0)
     one_copy = frozen_weights or (any_layout and scaling in PER_TENSOR)
     written = (1.0 if one_copy else 2.0) * q_bytes
     standalone = 2.0 * reads + written
     # a fused norm writes the low-precision copies instead of its 16-bit output (2 bytes); NVFP4's smaller
     # copies would save bytes there, counted as none (its norm output is also kept for the backward)
-    if (NORM_FUSED_CUDNN if cudnn_norm else NORM_FUSED)[scaling]:
+    if scaling == "delayed" or (scaling == "block" and cudnn_norm):
         return standalone, max(written - 2.0, 0.0)
-    if norm_amax and not cudnn_norm and scaling == "current":
+    if scaling == "current" and norm_amax and not cudnn_norm:
         return standalone, 2.0 * max(reads - 1.0, 1.0) + written
     return standalone, standalone
 
