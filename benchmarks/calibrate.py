@@ -220,7 +220,9 @@ def write_yaml(gpu_name, vals, free, fit_ids, rms, how=None, copy_of=None):
 # Framework constants (configs/frameworks.yaml) are fitted with the GPU constants held fixed, on the calibration
 # split of the datasets that run on that framework. Attention-kernel ratios a GPU YAML cannot cite are fitted with
 # them: (GPU, kernel) -> the prior the ridge pulls toward (the YAML's current derived value).
-FIT_KERNELS = {("H100-SXM-80GB", "triton"): 0.30}
+# (GPU, kernel) -> (prior, its source): the source goes into the YAML comment beside the fitted value.
+FIT_KERNELS = {("H100-SXM-80GB", "triton"): (0.30, "FA2's ratio x Triton's on A100, 0.57 x 0.53 = 0.30; no Hopper "
+                                                   "measurement of this kernel found")}
 # Frameworks fitted. torchtitan is not: its op-level / layer-level selective checkpointing is approximated as
 # recompute "half", and its eager and compiled runs share one framework entry; fitted on its runs (before their
 # 500 W HBM2e board had its own hardware file, H100-GT-96GB) the elementwise factor came out 3.4x, which no
@@ -231,7 +233,9 @@ FIT_FRAMEWORKS = ("composer-fsdp",)
 # the calibrated kernel's attention_max is an end-to-end value, so the ratio the runs see need not be the isolated
 # one. torchtitan's compiled and eager entries share the kernel (SDPA's FlashAttention-2 backend).
 KERNEL_ONLY_FRAMEWORKS = ("torchtitan", "torchtitan-eager")
-FIT_KERNELS_KERNEL_ONLY = {("H100-SXM-80GB", "fa2"): 0.62}  # prior: the FlashAttention-3 paper's kernel ratio
+FIT_KERNELS_KERNEL_ONLY = {("H100-SXM-80GB", "fa2"): (0.62, "the isolated kernels' ratio: FlashAttention-3 paper, "
+                                                       "Shah et al. 2024, H100 SXM5 BF16, d = 128, 16k keys, causal FA2 vs "
+                                                       "cuDNN forward 335 vs 539 TFLOP/s, backward 322 vs 516")}
 FRAMEWORK_NAMES = ("elementwise_bytes_factor", "layer_overhead_us")
 FRAMEWORK_PRIOR = {"elementwise_bytes_factor": 1.0, "layer_overhead_us": 1.0}  # Megatron-TE's (overhead: log prior)
 FRAMEWORK_BOUNDS = {"elementwise_bytes_factor": (0.5, 8.0), "layer_overhead_us": (0.1, 2000.0),
@@ -258,11 +262,10 @@ def make_framework_objective(cases, kernel_keys):
     onehot = np.zeros((len(cases), max(1, len(kernel_keys))))
     current = np.ones(len(cases))
     for i, c in enumerate(cases):
-        g = c.scenario.system.gpu
         key = kernel_key(c)
         if key in kernel_keys:
             onehot[i, kernel_keys.index(key)] = 1.0
-            current[i] = g.attention_kernel_factor(fw.attention_kernel)
+            current[i] = c.scenario.system.gpu.attention_kernel_factor(key[1])
     onehot, current = jnp.asarray(onehot, jnp.float32), jnp.asarray(current, jnp.float32)
 
     @jax.jit
@@ -286,7 +289,7 @@ def fit_framework(name, cases, seed=0):
                           for c in cases} & set(FIT_KERNELS))
     errors = make_framework_objective(cases, kernel_keys)
     lo_hi = [FRAMEWORK_BOUNDS[n] for n in FRAMEWORK_NAMES] + [FRAMEWORK_BOUNDS["kernel"]] * len(kernel_keys)
-    prior = [FRAMEWORK_PRIOR[n] for n in FRAMEWORK_NAMES] + [FIT_KERNELS[k] for k in kernel_keys]
+    prior = [FRAMEWORK_PRIOR[n] for n in FRAMEWORK_NAMES] + [FIT_KERNELS[k][0] for k in kernel_keys]
     z_prior = np.log(prior)
 
     def theta_of(z):
@@ -311,31 +314,31 @@ def fit_framework(name, cases, seed=0):
 
 
 def fit_kernel_only(cases, priors):
-    """Attention-kernel ratios alone (priors: (GPU, kernel) -> the value the ridge pulls toward) on runs of frameworks
-    whose other constants stay as written (KERNEL_ONLY_FRAMEWORKS): relative-error least squares with the same ridge
-    as the framework fit, by golden-section search per ratio (one ratio per (GPU, kernel) in use)."""
+    """Attention-kernel ratios alone (priors: (GPU, kernel) -> (value the ridge pulls toward, source)) on runs of
+    frameworks whose other constants stay as written (KERNEL_ONLY_FRAMEWORKS): the framework fit's loss and search
+    (relative errors, ridge, Nelder-Mead in log space) over the one ratio, per (GPU, kernel) in use."""
     out = {}
+    lo, hi = FRAMEWORK_BOUNDS["kernel"]
     for key in sorted({kernel_key(c) for c in cases} & set(priors)):
         kc = [c for c in cases if kernel_key(c) == key]
         fw = kc[0].scenario.training.framework
         errors = make_framework_objective(kc, [key])
-        base = [fw.elementwise_bytes_factor, fw.layer_overhead_us]
-        lo, hi = FRAMEWORK_BOUNDS["kernel"]
+
+        def rel(x):
+            theta = [fw.elementwise_bytes_factor, fw.layer_overhead_us, x]
+            return np.asarray(errors(jnp.asarray(theta, jnp.float32)), np.float64)
+
+        z_prior = np.log(priors[key][0])
+        x_of = (lambda z: float(np.clip(np.exp(z[0]), lo, hi)))  # noqa: E731
 
         def loss(z):
-            e = np.asarray(errors(jnp.asarray(base + [float(np.exp(z))], jnp.float32)), np.float64) / DEFAULT_TARGET
-            return float(np.mean(e ** 2)) + RIDGE * (z - np.log(priors[key])) ** 2
+            e = rel(x_of(z)) / DEFAULT_TARGET
+            return float(np.mean(e ** 2)) + RIDGE * float((z[0] - z_prior) ** 2)
 
-        a, b = np.log(lo), np.log(hi)
-        r = (np.sqrt(5.0) - 1.0) / 2.0
-        for _ in range(60):
-            c1, c2 = b - r * (b - a), a + r * (b - a)
-            a, b = (a, c2) if loss(c1) < loss(c2) else (c1, b)
-        x = float(np.exp(0.5 * (a + b)))
-        e = np.asarray(errors(jnp.asarray(base + [x], jnp.float32)), np.float64)
-        e0 = np.asarray(errors(jnp.asarray(base + [priors[key]], jnp.float32)), np.float64)
+        z, _ = nelder_mead(loss, np.array([z_prior]), step=0.1)
+        x = x_of(z)
         out[key] = {"value": x, "runs": len(kc), "datasets": sorted({c.dataset for c in kc}),
-                    "mape": float(np.mean(np.abs(e))), "mape_at_prior": float(np.mean(np.abs(e0)))}
+                    "mape": float(np.mean(np.abs(rel(x)))), "mape_at_prior": float(np.mean(np.abs(rel(priors[key][0]))))}
     return out
 
 
@@ -355,10 +358,7 @@ def write_framework(name, vals, n_runs, datasets, rms):
     open(path, "w").write(text.replace(block.group(0), b))
 
 
-TRITON_PRIOR_NOTE = "prior: FA2's ratio x Triton's on A100, 0.57 x 0.53 = 0.30; no Hopper measurement of this kernel found"
-
-
-def write_kernel(gpu_name, kernel, value, name, n_runs, note=TRITON_PRIOR_NOTE):
+def write_kernel(gpu_name, kernel, value, name, n_runs, note):
     path = os.path.join(V.CONFIGS, "hardware", f"{gpu_name}.yaml")
     text = open(path).read()
     text, n = re.subn(rf"(\n  {kernel}: )\S+(\s+# ).*(?:\n {{20,}}#.*)*", lambda m: f"{m.group(1)}{value:.2f}{m.group(2)}fitted by "
@@ -382,18 +382,17 @@ def fit_frameworks(cases, write):
             write_framework(name, vals, len(fc), datasets, rms)
             for key, x in kernels.items():
                 g, k = key.split(":")
-                write_kernel(g, k, x, name, len(fc))
-                for twin in SAME_SILICON.get(g, ()):
-                    write_kernel(twin, k, x, name, len(fc))
+                note = f"prior: {FIT_KERNELS[(g, k)][1]}"
+                for gpu in (g,) + SAME_SILICON.get(g, ()):
+                    write_kernel(gpu, k, x, name, len(fc), note)
     kc = [c for c in cases if c.scenario.training.framework.name in KERNEL_ONLY_FRAMEWORKS and c.id in split]
     for (g, k), r in fit_kernel_only(kc, FIT_KERNELS_KERNEL_ONLY).items():
         out[f"{g}:{k}"] = r
         if write:
-            note = (f"{', '.join(KERNEL_ONLY_FRAMEWORKS)}; their other constants Megatron-TE's; prior "
-                    f"{FIT_KERNELS_KERNEL_ONLY[(g, k)]:.2f}, the isolated kernels' ratio: FlashAttention-3 paper, Shah "
-                    f"et al. 2024, H100 SXM5 BF16, d = 128, 16k keys, causal FA2 vs cuDNN forward 335 vs 539 TFLOP/s, "
-                    f"backward 322 vs 516; calibration MAPE {100 * r['mape_at_prior']:.1f}% at the prior, "
-                    f"{100 * r['mape']:.1f}% fitted")
+            prior, source = FIT_KERNELS_KERNEL_ONLY[(g, k)]
+            note = (f"{', '.join(KERNEL_ONLY_FRAMEWORKS)}; their other constants Megatron-TE's; prior {prior:.2f}, "
+                    f"{source}; calibration MAPE {100 * r['mape_at_prior']:.1f}% at the prior, {100 * r['mape']:.1f}% "
+                    f"fitted")
             label = "/".join(KERNEL_ONLY_FRAMEWORKS)
             for gpu in (g,) + SAME_SILICON.get(g, ()):
                 write_kernel(gpu, k, r["value"], label, r["runs"], note)

@@ -61,7 +61,7 @@ def test_hopper_fa2_ratio_is_fitted_from_the_flashattention3_papers_ratio():
     # up, and which the three GH100 boards share
     import calibrate as C
     fa2_s, cudnn_s = 1 / 335 + 2.5 / 322, 1 / 539 + 2.5 / 516
-    assert C.FIT_KERNELS_KERNEL_ONLY[("H100-SXM-80GB", "fa2")] == pytest.approx(cudnn_s / fa2_s, abs=0.005)
+    assert C.FIT_KERNELS_KERNEL_ONLY[("H100-SXM-80GB", "fa2")][0] == pytest.approx(cudnn_s / fa2_s, abs=0.005)
     got = {name: load_gpu(f"{CONFIGS}/hardware/{name}.yaml").attention_kernels["fa2"]
            for name in ("H100-SXM-80GB", "H200", "H100-GT-96GB")}
     assert len(set(got.values())) == 1
@@ -86,9 +86,9 @@ def test_kernel_only_fit_recovers_the_ratio_its_runs_were_made_with():
     rel = errors(jnp.asarray([fw.elementwise_bytes_factor, fw.layer_overhead_us, made], jnp.float32))
     # relative error e = t_made / measured - 1: the step time at the made ratio is measured x (1 + e)
     synth = [dataclasses.replace(c, measured=c.measured * (1.0 + float(e))) for c, e in zip(tt, rel)]
-    exact = C.fit_kernel_only(synth, {key: made})[key]
+    exact = C.fit_kernel_only(synth, {key: (made, "")})[key]
     assert exact["value"] == pytest.approx(made, rel=1e-3) and exact["mape"] < 1e-3
-    pulled = C.fit_kernel_only(synth, {key: 0.62})[key]
+    pulled = C.fit_kernel_only(synth, {key: (0.62, "")})[key]
     assert 0.62 < pulled["value"] < made and pulled["mape_at_prior"] > pulled["mape"]
 
 
