@@ -866,6 +866,8 @@ BEST_KERNEL = "best"
 DP_CALLS = ("buckets", "layers")
 # When ZeRO-3 issues the next layer's backward all-gather (PyTorch FSDP BackwardPrefetch; cost/dp.py)
 BACKWARD_PREFETCH = ("pre", "post")
+# How --tp-comm-overlap / async TP hides the tensor-parallel collectives (cost/tensor_parallel.py)
+TP_OVERLAPS = ("userbuffers", "micro_pipeline")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -893,6 +895,11 @@ class Framework:
     moe_host_us: float = 0.0
     dp_calls: str = "buckets"
     backward_prefetch: str = "pre"
+    # how it hides tensor-parallel collectives under the GEMMs when TP overlap is on (cost/tensor_parallel.py):
+    # ``userbuffers`` (Transformer Engine, Megatron-Core's --tp-comm-overlap) or ``micro_pipeline`` (PyTorch's async
+    # TP: Inductor's micro_pipeline_tp pass fuses an all-gather into the matmuls that read it and a reduce-scatter
+    # into the one matmul that feeds it, over symmetric memory)
+    tp_overlap: str = "userbuffers"
     # whether its fused rotary-embedding kernel also applies a YaRN attention factor other than 1
     # (ModelSpec.rope_attention_factor). Megatron-Core's does not: apply_rotary_pos_emb falls back to the eager
     # PyTorch RoPE when mscale != 1 (models/common/embeddings/rope_utils.py: "mscale ... is not supported by TE's
@@ -922,6 +929,9 @@ class Framework:
         _check(self.backward_prefetch in BACKWARD_PREFETCH, f"frameworks.{self.name}.backward_prefetch",
                self.backward_prefetch, f"must be one of {', '.join(BACKWARD_PREFETCH)}",
                "pre: FSDP BACKWARD_PRE / FSDP2; post: FSDP BACKWARD_POST (Composer's default)", file=file)
+        _check(self.tp_overlap in TP_OVERLAPS, f"frameworks.{self.name}.tp_overlap", self.tp_overlap,
+               f"must be one of {', '.join(TP_OVERLAPS)}",
+               "userbuffers: Transformer Engine (Megatron-Core); micro_pipeline: PyTorch async TP (torchtitan)", file=file)
         _check(isinstance(self.attention_kernel, str) and self.attention_kernel,
                f"frameworks.{self.name}.attention_kernel", self.attention_kernel, "must be a kernel name",
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)

@@ -72,10 +72,13 @@ def test_frameworks_name_their_dp_calls():
     fws = load_frameworks()
     assert fws["megatron-te"].dp_calls == "buckets"
     assert fws["composer-fsdp"].dp_calls == "layers" and fws["torchtitan"].dp_calls == "layers"
+    assert fws["torchtitan"].tp_overlap == "micro_pipeline" and fws["megatron-te"].tp_overlap == "userbuffers"
 
 
-# the two choice-valued framework fields: how dp calls are issued, when ZeRO-3's backward gathers (test_fsdp_prefetch)
-@pytest.mark.parametrize("key, value", [("dp_calls", "rings"), ("backward_prefetch", "sideways")])
+# the choice-valued framework fields: how dp calls are issued, when ZeRO-3's backward gathers (test_fsdp_prefetch),
+# how TP overlap works (test_overlap)
+@pytest.mark.parametrize("key, value", [("dp_calls", "rings"), ("backward_prefetch", "sideways"),
+                                        ("tp_overlap", "flux")])
 def test_a_bad_framework_choice_names_the_file_key_and_value(tmp_path, key, value):
     bad = tmp_path / "frameworks.yaml"
     bad.write_text(f"frameworks:\n  mine:\n    {key}: {value}\n")

@@ -37,13 +37,31 @@ UB_PIPELINE_SPLITS = 4.0
 UB_RING_SMS = 1.0
 UB_SMS = 16.0
 
+# PyTorch's async TP (Framework.tp_overlap "micro_pipeline"; torchtitan's enable_async_tensor_parallel), which the
+# Inductor pass torch/_inductor/fx_passes/micro_pipeline_tp.py applies to the compiled graphs:
+# - an all-gather fuses with the matmuls that take its result as their left operand (fused_all_gather_matmul):
+#   tp - 1 peer copies, each under the matmul of the shard already there, as the ring above;
+# - a reduce-scatter fuses only with the single matmul that produces its input (_find_producer_matmul: mm or
+#   _scaled_mm, through reshapes), fused_matmul_reduce_scatter: the matmul in tp chunks, each pulled by its peer
+#   while the next is computed (torch/distributed/_symmetric_memory _pipelined_produce_and_all2all), then one kernel
+#   sums the tp partial shards (reduce_partials: reads the whole output, writes its shard), which nothing hides.
+#   In the forward that is the row-parallel output projection's reduce-scatter.
+# - in the backward the input gradient of a column-parallel block is a sum of matmuls (query, key and value; gate
+#   and up projections), so its reduce-scatter has no producer matmul and stays a plain NCCL call; the gathered
+#   input the weight gradients read is their right operand, so its all-gather is not fused either. Only the
+#   all-gather of the output gradient (the row-parallel dgrad's left operand) is pipelined.
+# The peer copies are copy_ calls between same-device views of symmetric memory (cudaMemcpyAsync: copy engines,
+# no SMs), so what the GEMMs beside them lose is the contention alone.
 
-def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention=0.0):
+
+def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention=0.0, micro=0.0, reduce_s=0.0):
     """(forward, backward) seconds of one sub-layer instance's TP collectives: each all-gather or reduce-scatter
     takes c_s, hidden (where overlapped) under the GEMM TE pairs it with (in_s: the column-parallel GEMM, out_s:
     the row-parallel one; the backward's dgrad and wgrad GEMMs each take as long as the forward's). Each hidden
     second costs the GEMM its mechanism's SM share plus ``contention`` (the copies' HBM and L2 traffic, the shared
-    power limit: GpuP.overlap_contention, cost/overlap.py), whether the copy runs on SMs or copy engines."""
+    power limit: GpuP.overlap_contention, cost/overlap.py), whether the copy runs on SMs or copy engines.
+    ``micro`` (1: PyTorch's async TP instead of Transformer Engine's userbuffers) and ``reduce_s`` (its
+    reduce-scatter's summing of the partial shards) select the mechanism described above."""
     def ring(c, w):
         return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share + contention)
 
@@ -54,8 +72,14 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention
     # under the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one
     # all-reduce (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never
     # overlapped (Megatron-LM arguments: TP overlap requires sequence parallelism)
-    fwd = jnp.where(sp, ring(c_s, in_s) + pipe, ar_s)
-    bwd = jnp.where(sp, ring(c_s, out_s) + 2.0 * bulk, ar_s)
+    # async TP: the forward reduce-scatter pipelined in tp chunks on copy engines plus its summing kernel (paid
+    # where overlapped); in the backward the input-gradient reduce-scatter and the weight gradients' gather plain
+    mp_pipe = exposed_s(c_s, out_s * (tp - 1.0) / tp, overlapped, slowdown=contention) + jnp.where(overlapped, reduce_s,
+                                                                                                   0.0)
+    mp_bwd = exposed_s(c_s, out_s * (tp - 1.0) / tp, overlapped, slowdown=contention) + 2.0 * c_s
+    mp = micro > 0.5
+    fwd = jnp.where(sp, ring(c_s, in_s) + jnp.where(mp, mp_pipe, pipe), ar_s)
+    bwd = jnp.where(sp, jnp.where(mp, mp_bwd, ring(c_s, out_s) + 2.0 * bulk), ar_s)
     return fwd, bwd
 
 
@@ -75,12 +99,16 @@ def tp_term(ctx, d, train, gpu, model):
     in_nvlink = jnp.all(jnp.where(ctx.is_network, k, 1.0) <= 1.0 + 1e-6)
     overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink & sp
     g = ctx.layer.tp_gemms
+    # async TP's reduce-scatter ends in one kernel that reads the tp partial shards (the whole output) and writes
+    # the local one (torch symmetric memory reduce_partials), at the memory-bound kernels' bandwidth
+    reduce_s = act_bytes * (1.0 + 1.0 / d.tp) / (gpu.hbm_Bps * gpu.memory_bound)
     # a transformer layer has an attention and an MLP sub-layer, a hybrid block one of attention, MLP or Mamba-2
     # mixer (Megatron-Core's MambaMixer is column-parallel in, row-parallel out like attention)
     fwd_layer_s, bwd_layer_s = 0.0, 0.0
     for share, w_in, w_out in ((model.attn_fraction, g.attn_in, g.attn_out), (model.mlp_fraction, g.mlp_in, g.mlp_out),
                                (model.mamba_fraction, g.mamba_in, g.mamba_out)):
-        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share, gpu.overlap_contention)
+        f, b = _sublayer_s(c_s, ar_s, w_in, w_out, d.tp, sp, overlapped, gpu.sm_share, gpu.overlap_contention,
+                           gpu.tp_micro_pipeline, reduce_s)
         fwd_layer_s, bwd_layer_s = fwd_layer_s + share * f, bwd_layer_s + share * b
     # layers whose forward runs twice; an op-level selective policy (recompute module elementwise: torchtitan's op
     # SAC) keeps the reduce-scatters' outputs but re-runs the sequence-parallel all-gathers, half the forward's
