@@ -62,8 +62,13 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention
     power limit: GpuP.overlap_contention, cost/overlap.py), whether the copy runs on SMs or copy engines.
     ``micro`` (1: PyTorch's async TP instead of Transformer Engine's userbuffers) and ``reduce_s`` (its
     reduce-scatter's summing of the partial shards) select the mechanism described above."""
+    def pipelined(c, w, sms):
+        # c in tp steps, each under the GEMM on the shard already there: the last step's GEMM has nothing left to
+        # hide, so (tp - 1)/tp of the GEMM is the window
+        return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=sms * sm_share + contention)
+
     def ring(c, w):
-        return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=UB_RING_SMS * sm_share + contention)
+        return pipelined(c, w, UB_RING_SMS)
 
     pipe = exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
                      chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share + contention)
@@ -72,13 +77,13 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention
     # under the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one
     # all-reduce (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never
     # overlapped (Megatron-LM arguments: TP overlap requires sequence parallelism)
-    # async TP: the forward reduce-scatter pipelined in tp chunks on copy engines plus its summing kernel (paid
-    # where overlapped); in the backward the input-gradient reduce-scatter and the weight gradients' gather plain
-    mp_pipe = exposed_s(c_s, out_s * (tp - 1.0) / tp, overlapped, slowdown=contention) + jnp.where(overlapped, reduce_s,
-                                                                                                   0.0)
-    mp_bwd = exposed_s(c_s, out_s * (tp - 1.0) / tp, overlapped, slowdown=contention) + 2.0 * c_s
+    # async TP: each fused collective in tp steps on copy engines (no SMs), the forward reduce-scatter then its
+    # summing kernel (paid where overlapped); in the backward the input-gradient reduce-scatter and the weight
+    # gradients' gather plain
+    mp_fwd = pipelined(c_s, in_s, 0.0) + pipelined(c_s, out_s, 0.0) + jnp.where(overlapped, reduce_s, 0.0)
+    mp_bwd = pipelined(c_s, out_s, 0.0) + 2.0 * c_s
     mp = micro > 0.5
-    fwd = jnp.where(sp, ring(c_s, in_s) + jnp.where(mp, mp_pipe, pipe), ar_s)
+    fwd = jnp.where(sp, jnp.where(mp, mp_fwd, ring(c_s, in_s) + pipe), ar_s)
     bwd = jnp.where(sp, jnp.where(mp, mp_bwd, ring(c_s, out_s) + 2.0 * bulk), ar_s)
     return fwd, bwd
 
