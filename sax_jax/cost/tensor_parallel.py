@@ -62,29 +62,32 @@ def _sublayer_s(c_s, ar_s, in_s, out_s, tp, sp, overlapped, sm_share, contention
     power limit: GpuP.overlap_contention, cost/overlap.py), whether the copy runs on SMs or copy engines.
     ``micro`` (1: PyTorch's async TP instead of Transformer Engine's userbuffers) and ``reduce_s`` (its
     reduce-scatter's summing of the partial shards) select the mechanism described above."""
+    # The mechanism chooses a collective's operands (SM count, whether it overlaps), so each is computed once:
+    # selects on the small per-layout operands, not on per-design results (as overlap.exposed_s does)
+    mp = micro > 0.5
+
     def pipelined(c, w, sms):
         # c in tp steps, each under the GEMM on the shard already there: the last step's GEMM has nothing left to
         # hide, so (tp - 1)/tp of the GEMM is the window
         return exposed_s(c, w * (tp - 1.0) / tp, overlapped, slowdown=sms * sm_share + contention)
 
-    def ring(c, w):
-        return pipelined(c, w, UB_RING_SMS)
-
-    pipe = exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
-                     chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share + contention)
-    bulk = exposed_s(c_s, in_s, overlapped, slowdown=UB_SMS * sm_share + contention)
-    # sequence parallel: forward AG -> column GEMM ... row GEMM -> RS; backward: AG of the output gradient (ring,
-    # under the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one
-    # all-reduce (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never
-    # overlapped (Megatron-LM arguments: TP overlap requires sequence parallelism)
-    # async TP: each fused collective in tp steps on copy engines (no SMs), the forward reduce-scatter then its
-    # summing kernel (paid where overlapped); in the backward the input-gradient reduce-scatter and the weight
-    # gradients' gather plain
-    mp_fwd = pipelined(c_s, in_s, 0.0) + pipelined(c_s, out_s, 0.0) + jnp.where(overlapped, reduce_s, 0.0)
-    mp_bwd = pipelined(c_s, out_s, 0.0) + 2.0 * c_s
-    mp = micro > 0.5
-    fwd = jnp.where(sp, jnp.where(mp, mp_fwd, ring(c_s, in_s) + pipe), ar_s)
-    bwd = jnp.where(sp, jnp.where(mp, mp_bwd, ring(c_s, out_s) + 2.0 * bulk), ar_s)
+    # all-gathers into the GEMM that reads them: TE's ring exchange (1 SM) or async TP's copy-engine steps (none)
+    ring_sms = jnp.where(mp, 0.0, UB_RING_SMS)
+    # the forward reduce-scatter: TE's 4-split pipeline (16 SMs, the last split exposed) or async TP's tp chunks on
+    # copy engines (no split floor: each chunk is pulled while the next computes) then its summing kernel; the two
+    # differ in their floor, so this one collective is computed both ways
+    rs_fwd = jnp.where(mp, pipelined(c_s, out_s, 0.0) + jnp.where(overlapped, reduce_s, 0.0),
+                       exposed_s(c_s, out_s * (UB_PIPELINE_SPLITS - 1.0) / UB_PIPELINE_SPLITS, overlapped,
+                                 chunks=UB_PIPELINE_SPLITS, slowdown=UB_SMS * sm_share + contention))
+    # the backward's saved-input all-gather and input-gradient reduce-scatter: TE's bulk overlap under the dgrad and
+    # wgrad GEMMs; under async TP plain (neither has a matmul Inductor can fuse it with)
+    bulk = exposed_s(c_s, in_s, overlapped & ~mp, slowdown=UB_SMS * sm_share + contention)
+    # sequence parallel: forward AG -> column GEMM ... row GEMM -> RS; backward: AG of the output gradient (under
+    # the row-parallel dgrad), AG of the saved input and RS of the input gradient (bulk); without it one all-reduce
+    # (AG + RS) after the row-parallel GEMM forward and after the column-parallel dgrad backward, never overlapped
+    # (Megatron-LM arguments: TP overlap requires sequence parallelism)
+    fwd = jnp.where(sp, pipelined(c_s, in_s, ring_sms) + rs_fwd, ar_s)
+    bwd = jnp.where(sp, pipelined(c_s, out_s, ring_sms) + 2.0 * bulk, ar_s)
     return fwd, bwd
 
 
