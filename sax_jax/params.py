@@ -147,6 +147,7 @@ class GpuP(NamedTuple):
     # (Framework.backward_prefetch "post")
     fsdp_backward_serial: jnp.ndarray | float = 0.0
     tp_micro_pipeline: jnp.ndarray | float = 0.0  # 1: TP overlap is PyTorch's async TP (Framework.tp_overlap)
+    tp_overlappable: jnp.ndarray | float = 1.0  # 0: the framework has no TP overlap mechanism (tp_overlap "none")
     host_Bps: jnp.ndarray | float = 0.0  # GPU <-> host bandwidth per direction (activation offloading); 0: not given
     # HBM bytes per rotated query/key element of a YaRN-scaled RoPE the framework cannot fuse (Framework.
     # fused_scaled_rope, compute.ROPE_EAGER_BYTES_PER_ELEMENT); 0 where it fuses it
@@ -378,7 +379,7 @@ def gpu_params(system: SystemSpec, training: Training, dtype=jnp.float32) -> Gpu
         layer_overhead_s=(e.layer_overhead_us + fw.layer_overhead_us) * 1e-6, overlap_slowdown=g.comm_sms / g.sm_count,
         expert_gemm_s=fw.expert_gemm_us * 1e-6, moe_host_s=fw.moe_host_us * 1e-6,
         dp_per_layer=float(fw.dp_calls == "layers"), fsdp_backward_serial=float(fw.backward_prefetch == "post"),
-        tp_micro_pipeline=float(fw.tp_overlap == "micro_pipeline"),
+        tp_micro_pipeline=float(fw.tp_overlap == "micro_pipeline"), tp_overlappable=float(fw.tp_overlap != "none"),
         host_Bps=g.host_GBps * 1e9,
         rope_eager_bytes=0.0 if fw.fused_scaled_rope else ROPE_EAGER_BYTES_PER_ELEMENT, sm_share=1.0 / g.sm_count,
         norm_eager_bytes=fw.eager_norm_bytes_per_element, rope_always_bytes=fw.eager_rope_bytes_per_element,

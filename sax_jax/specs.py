@@ -867,7 +867,7 @@ DP_CALLS = ("buckets", "layers")
 # When ZeRO-3 issues the next layer's backward all-gather (PyTorch FSDP BackwardPrefetch; cost/dp.py)
 BACKWARD_PREFETCH = ("pre", "post")
 # How --tp-comm-overlap / async TP hides the tensor-parallel collectives (cost/tensor_parallel.py)
-TP_OVERLAPS = ("userbuffers", "micro_pipeline")
+TP_OVERLAPS = ("userbuffers", "micro_pipeline", "none")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -898,7 +898,8 @@ class Framework:
     # how it hides tensor-parallel collectives under the GEMMs when TP overlap is on (cost/tensor_parallel.py):
     # ``userbuffers`` (Transformer Engine, Megatron-Core's --tp-comm-overlap) or ``micro_pipeline`` (PyTorch's async
     # TP: Inductor's micro_pipeline_tp pass fuses an all-gather into the matmuls that read it and a reduce-scatter
-    # into the one matmul that feeds it, over symmetric memory)
+    # into the one matmul that feeds it, over symmetric memory) or ``none`` (no mechanism: its TP collectives are
+    # plain calls between the GEMMs, exposed whatever the design's overlap says; eager PyTorch)
     tp_overlap: str = "userbuffers"
     # whether its fused rotary-embedding kernel also applies a YaRN attention factor other than 1
     # (ModelSpec.rope_attention_factor). Megatron-Core's does not: apply_rotary_pos_emb falls back to the eager
@@ -931,7 +932,8 @@ class Framework:
                "pre: FSDP BACKWARD_PRE / FSDP2; post: FSDP BACKWARD_POST (Composer's default)", file=file)
         _check(self.tp_overlap in TP_OVERLAPS, f"frameworks.{self.name}.tp_overlap", self.tp_overlap,
                f"must be one of {', '.join(TP_OVERLAPS)}",
-               "userbuffers: Transformer Engine (Megatron-Core); micro_pipeline: PyTorch async TP (torchtitan)", file=file)
+               "userbuffers: Transformer Engine (Megatron-Core); micro_pipeline: PyTorch async TP (torchtitan); "
+               "none: no TP overlap (eager PyTorch)", file=file)
         _check(isinstance(self.attention_kernel, str) and self.attention_kernel,
                f"frameworks.{self.name}.attention_kernel", self.attention_kernel, "must be a kernel name",
                f"{BEST_KERNEL!r} or a key of the GPU's attention_kernels (e.g. fa2, triton)", file=file)

@@ -73,6 +73,7 @@ def test_frameworks_name_their_dp_calls():
     assert fws["megatron-te"].dp_calls == "buckets"
     assert fws["composer-fsdp"].dp_calls == "layers" and fws["torchtitan"].dp_calls == "layers"
     assert fws["torchtitan"].tp_overlap == "micro_pipeline" and fws["megatron-te"].tp_overlap == "userbuffers"
+    assert fws["torchtitan-eager"].tp_overlap == "none"
 
 
 # the choice-valued framework fields: how dp calls are issued, when ZeRO-3's backward gathers (test_fsdp_prefetch),

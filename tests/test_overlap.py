@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 
 import sax_jax as sx
+from sax_jax.config import load_frameworks
 from sax_jax.cost.overlap import exposed_s
+from sax_jax.cost.step import step_time
 
 from test_terms import _one, _scenario
 
@@ -48,6 +50,20 @@ def test_tp_overlap_only_inside_the_nvlink_domain(tmp_path):
     _, _, across_off = _one(sc, tp=8, overlap="dp", sharding="zero1")
     assert float(across_on.breakdown.tp) == float(across_off.breakdown.tp) > 0
     assert np.isfinite(float(across_on.raw_step_time_s))
+
+
+def test_a_framework_without_a_tp_overlap_mechanism_exposes_tp_whatever_the_design_asks(tmp_path):
+    """frameworks.yaml tp_overlap "none" (eager torchtitan, Composer): tp 2 inside the NVLink domain with overlap
+    dp+tp pays exactly what overlap dp pays, every collective whole; the same design under Transformer Engine's
+    userbuffers hides part of it."""
+    sc = _scenario(tmp_path, name="none.yaml")
+    params, d_on, ub = _one(sc, tp=2, overlap="dp+tp", sharding="zero1")
+    _, _, off = _one(sc, tp=2, overlap="dp", sharding="zero1")
+    plain = params._replace(gpu=params.gpu._replace(tp_overlappable=0.0))
+    none_on = step_time(plain, d_on)
+    assert float(none_on.breakdown.tp) == float(off.breakdown.tp) > float(ub.breakdown.tp)
+    fws = load_frameworks()
+    assert fws["torchtitan-eager"].tp_overlap == fws["composer-fsdp"].tp_overlap == "none"
 
 
 def test_tcp_over_a_lossy_wan_is_loss_limited_per_socket():

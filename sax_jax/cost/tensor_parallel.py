@@ -105,7 +105,9 @@ def tp_term(ctx, d, train, gpu, model):
     # Megatron-Core docs "Communication overlap") needs the TP group inside one NVLink domain; a TP group across
     # nodes runs plain NCCL collectives between the GEMMs, fully exposed.
     in_nvlink = jnp.all(jnp.where(ctx.is_network, k, 1.0) <= 1.0 + 1e-6)
-    overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink & sp
+    # a framework without a mechanism (Framework.tp_overlap "none": eager PyTorch, whose DTensor collectives are
+    # synchronous calls between the matmuls) exposes them whatever the design asks for
+    overlapped = (d.overlap == Overlap.DP_TP) & in_nvlink & sp & (gpu.tp_overlappable > 0.5)
     g = ctx.layer.tp_gemms
     # async TP's reduce-scatter ends in one kernel that reads the tp partial shards (the whole output) and writes
     # the local one (torch symmetric memory reduce_partials), at the memory-bound kernels' bandwidth
