@@ -32,7 +32,7 @@ from .cost.compute import layer_flops, model_flops_per_sequence
 from .params import build_params, model_params, stack_trees
 from .resources import configs_dir
 from .space import AXES, NUMERIC_AXES, Design, DesignSpace
-from .uncertainty import model_class, scenario_is_moe
+from .uncertainty import model_class, scenario_is_moe, time_ratio
 
 CONFIGS = configs_dir()  # bundled configs: the installed package data or the checkout's configs/
 VALIDATION_DIR = os.path.join(CONFIGS, "validation")
@@ -920,6 +920,14 @@ def metrics_of(case, step_s: float, feasible: bool) -> dict:
             "tokens_per_s": gbs * sc.training.seq_len / t, "feasible": feasible}
 
 
+def _step_time_error(metric: str, predicted: float, measured: float):
+    """The model's step time over the one the run's figure implies, minus 1, whatever the metric: positive where
+    the model is slower than the run (``error`` keeps the metric's own sign: a throughput metric's is positive where
+    the model is faster). The ratio is the uncertainty bands' residual (uncertainty.time_ratio)."""
+    ratio = time_ratio({"metric": metric, "predicted": predicted, "measured": measured})
+    return None if ratio is None else ratio - 1.0
+
+
 def evaluate_cases(cases, gpu_override=None) -> list:
     """Batched, jitted evaluation: cases go in blocks of BATCH_MULTIPLE (all share shapes: two levels, the same
     transports), so any number of cases uses one compilation, and a case's prediction does not depend on how
@@ -940,7 +948,8 @@ def evaluate_cases(cases, gpu_override=None) -> list:
             met = metrics_of(c, float(raw[i]), bool(feas[i]))
             pred = met[c.metric]
             out.append({"id": c.id, "dataset": c.dataset, "metric": c.metric, "predicted": pred,
-                        "measured": c.measured, "error": (pred - c.measured) / c.measured, "metrics": met,
+                        "measured": c.measured, "error": (pred - c.measured) / c.measured,
+                        "step_time_error": _step_time_error(c.metric, pred, c.measured), "metrics": met,
                         "violation": int(viol[i]), "breakdown": {k: float(x[i]) for k, x in brk.items()},
                         "memory_GiB": float(mem[i]) / 2**30})
     return out
@@ -952,11 +961,15 @@ def _stats(errs) -> dict:
 
 
 def summarize(results, held_out: set | None = None) -> dict:
-    """Per dataset: n, MAPE and max |error| (fractions); with held_out ids, also over those only."""
+    """Per dataset: n, MAPE and max |error| (fractions), and the mean signed step-time error (``step_time_bias``:
+    positive where the model is slower than the runs on average); with held_out ids, also over those only."""
     out = {}
     for ds in sorted({r["dataset"] for r in results}):
         errs = [abs(r["error"]) for r in results if r["dataset"] == ds]
         out[ds] = _stats(errs)
+        signed = [r["step_time_error"] for r in results if r["dataset"] == ds and r.get("step_time_error") is not None]
+        if signed:
+            out[ds]["step_time_bias"] = float(np.mean(signed))
         if held_out is not None:
             out[ds]["held_out"] = _stats([abs(r["error"]) for r in results
                                           if r["dataset"] == ds and r["id"] in held_out])
@@ -1213,7 +1226,9 @@ def validate(paths=None, dataset: str | None = None) -> dict:
     errs = [abs(r["error"]) for r in results]
     mapes = [s["mape"] for s in datasets.values() if s["n"]]
     held_mapes = [s["held_out"]["mape"] for s in datasets.values() if s["held_out"]["n"]]
+    signed = [r["step_time_error"] for r in results if r.get("step_time_error") is not None]
     overall = {**_stats(errs), "held_out": _stats([abs(r["error"]) for r in results if r["id"] in held]),
+               "step_time_bias": float(np.mean(signed)) if signed else None,
                "datasets": sum(1 for s in datasets.values() if s["n"]),
                "mean_dataset_mape": float(np.mean(mapes)) if mapes else None,
                "mean_dataset_mape_held_out": float(np.mean(held_mapes)) if held_mapes else None,
@@ -1229,7 +1244,8 @@ def validate(paths=None, dataset: str | None = None) -> dict:
     return _clean({
         "datasets": datasets,
         "overall": overall,
-        "cases": [{**{k: r[k] for k in ("id", "dataset", "metric", "predicted", "measured", "error")},
+        "cases": [{**{k: r[k] for k in ("id", "dataset", "metric", "predicted", "measured", "error",
+                                        "step_time_error")},
                    "used_for_fitting": r["id"] in fit, "calibration_split": r["id"] in split,
                    "violation": r["violation"],
                    "filled": list(by_id[r["id"]].filled), "approximations": list(by_id[r["id"]].approximations),

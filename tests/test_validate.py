@@ -97,9 +97,28 @@ def test_errors_are_signed_relative_and_summaries_consistent(result):
         errs = [abs(c["error"]) for c in result["cases"] if c["dataset"] == ds]
         assert s["mape"] == pytest.approx(sum(errs) / len(errs))
         assert s["max_abs_error"] == pytest.approx(max(errs))
+        signed = [c["step_time_error"] for c in result["cases"] if c["dataset"] == ds]
+        assert s["step_time_bias"] == pytest.approx(sum(signed) / len(signed))
         held = [abs(c["error"]) for c in result["cases"] if c["dataset"] == ds and not c["used_for_fitting"]]
         assert s["held_out"]["n"] == len(held) > 0
         assert s["held_out"]["mape"] == pytest.approx(sum(held) / len(held))
+
+
+def test_step_time_error_has_one_sign_whatever_the_metric(result):
+    """``step_time_error`` is the model's step time over the one the run's figure implies, minus 1: for a step-time
+    row it is the error itself; for a throughput row (TFLOP/s) the implied step time is the model's iteration_s x
+    predicted / measured throughput, so a model 1.5% faster in TFLOP/s is 1.48% faster in step time."""
+    metrics = {c["metric"] for c in result["cases"]}
+    assert {"iteration_s", "tflops_per_gpu_hw"} <= metrics  # both kinds are checked
+    for c in result["cases"]:
+        implied_s = c["metrics"]["iteration_s"] * (c["predicted"] / c["measured"] if c["metric"] != "iteration_s"
+                                                   else c["measured"] / c["predicted"])
+        assert c["step_time_error"] == pytest.approx(c["metrics"]["iteration_s"] / implied_s - 1.0, abs=1e-12)
+        assert (c["step_time_error"] > 0) == ((c["error"] > 0) == (c["metric"] == "iteration_s"))
+    signed = [c["step_time_error"] for c in result["cases"]]
+    assert result["overall"]["step_time_bias"] == pytest.approx(sum(signed) / len(signed))
+    assert V._step_time_error("tflops_per_gpu", 101.5, 100.0) == pytest.approx(100.0 / 101.5 - 1.0)
+    assert V._step_time_error("iteration_s", float("nan"), 1.0) is None
 
 
 def test_metrics_hand_checked(result):

@@ -29,6 +29,13 @@ def _fmt(metric, x):
 DETAIL_MAX = 40  # more cases than this: one line per case (use --dataset for the per-case tables)
 
 
+def _step(x):
+    """A step-time error with its direction (the metric's own error flips sign for throughput metrics)."""
+    if x is None or not math.isfinite(x):
+        return "-"
+    return f"{100 * x:+.1f} % ({'slower' if x > 0 else 'faster' if x < 0 else 'equal'})"
+
+
 def _pct(x):
     return "-" if x is None else f"{100 * x:.2f} %"
 
@@ -37,12 +44,13 @@ def print_report(res, console=None):
     con = console or Console()
     if len(res["cases"]) > DETAIL_MAX:
         t = Table(title="cases (--dataset NAME for per-case detail)", title_justify="left")
-        for col in ("id", "dataset", "metric", "predicted", "measured", "error", "split", "approx."):
+        for col in ("id", "dataset", "metric", "predicted", "measured", "error", "step time", "split", "approx."):
             t.add_column(col, justify="left" if col in ("id", "dataset", "metric", "split") else "right")
         for c in res["cases"]:
             t.add_row(c["id"], c["dataset"], c["metric"], _fmt(c["metric"], c["predicted"]),
                       _fmt(c["metric"], c["measured"]), f"{100 * c['error']:+.1f} %" if c["error"] is not None
-                      else "-", "fit" if c["used_for_fitting"] else "calib" if c["calibration_split"] else "held",
+                      else "-", _step(c.get("step_time_error")),
+                      "fit" if c["used_for_fitting"] else "calib" if c["calibration_split"] else "held",
                       str(len(c["approximations"])) if c["approximations"] else "")
         con.print(t)
     for case in res["cases"] if len(res["cases"]) <= DETAIL_MAX else []:
@@ -58,25 +66,31 @@ def print_report(res, console=None):
             else:
                 t.add_row(m, _fmt(m, pred), "", "")
         con.print(t)
+        con.print(f"  model step time vs the run's: {_step(case.get('step_time_error'))}")
         d = case["design"]
         con.print("  design: " + ", ".join(f"{k}={v}" for k, v in d.items()))
         for f in case["filled"]:
             con.print(f"  [yellow]not stated, filled:[/yellow] {f}")
         for f in case.get("approximations", []):
             con.print(f"  [yellow]approximated:[/yellow] {f}")
-    t = Table(title="per dataset (|relative error|; held out = not in the calibration split)", title_justify="left")
-    for col in ("dataset", "n", "MAPE", "max", "held-out n", "held-out MAPE", "held-out max", "unsupported",
+    t = Table(title="per dataset (|relative error|; bias: mean step-time error, + = the model slower; held out = not "
+                    "in the calibration split)", title_justify="left")
+    for col in ("dataset", "n", "MAPE", "max", "bias", "held-out n", "held-out MAPE", "held-out max", "unsupported",
                 "excluded", "approx.", "peer"):
         t.add_column(col, justify="left" if col in ("dataset", "peer") else "right")
     for name, s in res["datasets"].items():
         h = s.get("held_out", {"n": 0})
+        b = s.get("step_time_bias")
         t.add_row(name, str(s["n"]), _pct(s.get("mape")), _pct(s.get("max_abs_error")),
+                  "-" if b is None else f"{100 * b:+.1f} %",
                   str(h["n"]), _pct(h.get("mape")), _pct(h.get("max_abs_error")), str(s.get("unsupported", 0)),
                   str(s.get("excluded", 0)), str(s.get("approximated", 0)), CALCULON.get(name, ""))
     o = res.get("overall")
     if o:
+        b = o.get("step_time_bias")
         t.add_row("[bold]all[/bold]", str(o["n"]), _pct(o.get("mape")), _pct(o.get("max_abs_error")),
-                  str(o["held_out"]["n"]), _pct(o["held_out"].get("mape")), _pct(o["held_out"].get("max_abs_error")),
+                  "-" if b is None else f"{100 * b:+.1f} %", str(o["held_out"]["n"]), _pct(o["held_out"].get("mape")),
+                  _pct(o["held_out"].get("max_abs_error")),
                   str(o["unsupported"]), str(o["excluded"]), str(o["approximated"]), "")
     con.print(t)
     if o:
