@@ -29,11 +29,15 @@ def _fmt(metric, x):
 DETAIL_MAX = 40  # more cases than this: one line per case (use --dataset for the per-case tables)
 
 
+def _signed(x):
+    return "-" if x is None or not math.isfinite(x) else f"{100 * x:+.1f} %"
+
+
 def _step(x):
     """A step-time error with its direction (the metric's own error flips sign for throughput metrics)."""
     if x is None or not math.isfinite(x):
         return "-"
-    return f"{100 * x:+.1f} % ({'slower' if x > 0 else 'faster' if x < 0 else 'equal'})"
+    return f"{_signed(x)} ({'slower' if x > 0 else 'faster' if x < 0 else 'equal'})"
 
 
 def _pct(x):
@@ -80,16 +84,14 @@ def print_report(res, console=None):
         t.add_column(col, justify="left" if col in ("dataset", "peer") else "right")
     for name, s in res["datasets"].items():
         h = s.get("held_out", {"n": 0})
-        b = s.get("step_time_bias")
         t.add_row(name, str(s["n"]), _pct(s.get("mape")), _pct(s.get("max_abs_error")),
-                  "-" if b is None else f"{100 * b:+.1f} %",
+                  _signed(s.get("step_time_bias")),
                   str(h["n"]), _pct(h.get("mape")), _pct(h.get("max_abs_error")), str(s.get("unsupported", 0)),
                   str(s.get("excluded", 0)), str(s.get("approximated", 0)), CALCULON.get(name, ""))
     o = res.get("overall")
     if o:
-        b = o.get("step_time_bias")
         t.add_row("[bold]all[/bold]", str(o["n"]), _pct(o.get("mape")), _pct(o.get("max_abs_error")),
-                  "-" if b is None else f"{100 * b:+.1f} %", str(o["held_out"]["n"]), _pct(o["held_out"].get("mape")),
+                  _signed(o.get("step_time_bias")), str(o["held_out"]["n"]), _pct(o["held_out"].get("mape")),
                   _pct(o["held_out"].get("max_abs_error")),
                   str(o["unsupported"]), str(o["excluded"]), str(o["approximated"]), "")
     con.print(t)
