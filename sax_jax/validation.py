@@ -109,6 +109,10 @@ APPROXIMATED_FEATURES = {
               "dropping the elementwise outputs and the recomputed GEMMs' outputs from those of no recompute",
     "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
                  "modelled as recompute 'half'; exact up to the stage's layer split",
+    "hsdp-nvl-domain": "Megatron-FSDP HSDP (weights, gradients and optimizer state sharded inside each NVLink "
+                       "domain, the optimizer state also across domains) is modelled as FSDP over every "
+                       "data-parallel rank (fsdp yes): the model's hsdp shards within a building, which a validation "
+                       "cluster has one of",
 }
 # `features` that name the board a run used when its `gpu` column gives the stock part: the row is evaluated on the
 # named hardware file. torchtitan's Grand Teton H100s run at 500 W with HBM2e (configs/hardware/H100-GT-96GB.yaml).

@@ -1,4 +1,4 @@
-"""Hybrid Mamba-2 / attention / MoE blocks (Nemotron-H layout: Nemotron 3 Nano and Super) and LatentMoE.
+"""Hybrid Mamba-2 / attention / MoE blocks (Nemotron-H layout: Nemotron 3 Nano, Super and Ultra) and LatentMoE.
 Golden values are hand-derived from the released configs; the comments show the sums."""
 import dataclasses
 import os
@@ -43,6 +43,25 @@ def test_nano_and_super_parameter_counts_match_their_names():
     assert 119e9 < sup.n_params < 122e9 and 12e9 < sup.n_active_params < 13e9
     no_latent = dataclasses.replace(sup, moe=dataclasses.replace(sup.moe, latent_size=0))
     assert no_latent.n_params > 3 * sup.n_params  # the latent is what keeps Super at 120B
+
+
+def test_ultra_parameter_count_matches_its_name():
+    ultra = bundled_model("nemotron3-ultra")
+    # 48 Mamba blocks x (8192*(2*16384 + 2*8*128 + 256) in_proj + (16384 + 2048)*5 conv + 3*256 + 16384 norm
+    #   + 16384*8192 out_proj + 8192 norm) + 12 attention blocks x (8192*(64*128 + 2*2*128) + 64*128*8192 + 8192)
+    #   + 48 MoE blocks x (512*2*2048*5120 routed in the 2048 latent + 2*8192*10240 shared + 8192*512 router
+    #   + 2*8192*2048 latent down/up + 8192) + 2 x 131072*8192 embeddings
+    mamba = 8192 * (2 * 16384 + 2 * 1024 + 256) + 18432 * 5 + 3 * 256 + 16384 + 16384 * 8192 + 8192
+    attn = 8192 * (8192 + 512) + 8192 * 8192 + 8192
+    shared = 2 * 8192 * 10240 + 8192 * 512 + 2 * 8192 * 2048 + 8192
+    emb = 2 * 131072 * 8192
+    assert ultra.n_params == pytest.approx(48 * mamba + 12 * attn + 48 * (512 * 2 * 2048 * 5120 + shared) + emb,
+                                           rel=1e-12)
+    assert ultra.n_active_params == pytest.approx(48 * mamba + 12 * attn + 48 * (22 * 2 * 2048 * 5120 + shared) + emb,
+                                                  rel=1e-12)
+    # NVIDIA's "550B total, 55B active" (arXiv 2606.15007); the active count leaves out the input embedding, a lookup
+    assert ultra.n_params == pytest.approx(550e9, rel=0.005)
+    assert ultra.n_active_params - 131072 * 8192 == pytest.approx(55e9, rel=0.005)
 
 
 def test_mamba_flops_hand_derived():
@@ -126,11 +145,16 @@ def test_bad_hybrid_yaml_names_file_and_key(tmp_path, edit, key):
 def test_validation_scores_the_hybrid_runs():
     loaded = V.load_all()
     hybrid = [c for c in loaded.cases if c.scenario.model.hybrid is not None]
-    # all 51 Nemotron-3 rows (the 12 Super rows with ep = 64 > dp = 32 fold their experts over tp x dp)
-    assert len(hybrid) == 51
-    assert not any("Mamba" in u.reason for u in loaded.unsupported)
+    # all 53 Nemotron-3 rows (the 12 Super rows with ep = 64 > dp = 32 fold their experts over tp x dp)
+    assert len(hybrid) == 53
+    assert not any("Mamba" in u.reason or "nemotron3" in u.id for u in loaded.unsupported)
     names = {c.scenario.model.name for c in hybrid}
-    assert names == {"nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "nemotron3-super-120b-a12b"}
+    assert names == {"nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "nemotron3-super-120b-a12b", "nemotron3-ultra"}
+    # Ultra's two runs: the recipe's MTP passes and flex dispatcher, its HSDP named as the FSDP approximation it is
+    ultra = [c for c in hybrid if c.scenario.model.name == "nemotron3-ultra"]
+    assert len(ultra) == 2 and all(c.design["sharding"] == "fsdp" and c.design["ep"] == 64 for c in ultra)
+    assert all(c.scenario.training.mtp_layers == 2 and c.scenario.training.ep_dedup for c in ultra)
+    assert all(any(a.startswith("Megatron-FSDP HSDP") for a in c.approximations) for c in ultra)
     sup = next(c for c in hybrid if c.scenario.model.name == "nemotron3-super-120b-a12b")
     # the Super recipes train two MTP modules (configs/validation/recipes); a run without a recipe says so
     assert sup.scenario.model.moe.latent_size == 1024 and sup.scenario.training.mtp_layers == 2
@@ -140,5 +164,5 @@ def test_validation_scores_the_hybrid_runs():
         if "MTP layer" in c.notes:
             assert (c.scenario.training.mtp_layers > 0) != any("multi-token" in a for a in c.approximations)
     results = V.evaluate_cases(hybrid)
-    assert len(results) == 51
+    assert len(results) == 53
     assert all(r["metrics"]["feasible"] and np.isfinite(r["predicted"]) and r["predicted"] > 0 for r in results)
