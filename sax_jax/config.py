@@ -192,7 +192,8 @@ def _build(cls, data: dict, file: str, prefix: str = "", exclude: tuple = (), pa
             raise S.ConfigError(file, prefix + name, v, "must be true or false")
         if isinstance(v, str) and name not in ("name", "status", "source", "load_balancing", "loss_recovery",
                                                "precision", "framework", "attention_kernel", "description",
-                                               "pattern", "diloco_workers", "dp_calls", "fp8_scaling",
+                                               "pattern", "diloco_workers", "hsdp_shard", "hsdp_outer",
+                                               "dp_calls", "fp8_scaling",
                                                "backward_prefetch", "tp_overlap"):
             try:  # PyYAML reads 1e10 (no sign in exponent) as a string
                 kwargs[name] = float(v)

@@ -198,6 +198,9 @@ class NetP(NamedTuple):
     buffer_bytes: jnp.ndarray | float = 0.0
     # 1 at the levels between DiLoCo workers (Training.diloco_workers): the outer sync crosses them, inner steps not
     outer_worker: jnp.ndarray | float = 0.0
+    # 1 at the levels sharding hsdp shards over (Training.hsdp_shard: the building's levels, or the node's); None
+    # (hand-built params): the building's, Topology.inside_building
+    hsdp_group: jnp.ndarray | None = None
     bus: jnp.ndarray | float = 1.0  # NCCL bus efficiency of the level (bw_Bps = bandwidth_GBps x 1e9 x bus)
 
 
@@ -261,6 +264,7 @@ class TrainP(NamedTuple):
     graph_moe: jnp.ndarray | float = 0.0  # 1: CUDA graphs capture the MoE router and preprocessing (partial, full)
     graph_full: jnp.ndarray | float = 0.0  # 1: one CUDA graph for the whole iteration (expert GEMMs included)
     pipeline_split: jnp.ndarray | float = 0.0  # index into specs.PIPELINE_SPLITS (0 auto, 1 filled, 2 counted)
+    hsdp_optim: jnp.ndarray | float = 0.0  # 1: hsdp shards the optimizer over every dp rank (Training.hsdp_outer)
     etp: jnp.ndarray | float = 0.0  # expert tensor parallel size; 0: the design's tp, EP inside dp x cp (no folding)
     grad_var_tol: jnp.ndarray | float = 0.01  # extra gradient variance dropped data may add (cost/bursts.py)
     # low-communication training (cost/outer_sync.py)
@@ -395,7 +399,17 @@ def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
     return [float(lv.name in outer) for lv in system.levels]
 
 
-def net_params(system: SystemSpec, dtype=jnp.float32, diloco_workers: str = "building") -> NetP:
+def hsdp_group_levels(system: SystemSpec, shard: str = "building") -> list:
+    """[L] 1 at the levels sharding hsdp's shard group spans: those inside one building (Topology.inside_building),
+    or the node level alone (shard = node: the NVLink domain)."""
+    topo = Topology.of(system)
+    if shard == "node":
+        return [float(n == NVLINK_LEVEL) for n in topo.level_names]
+    return [float(x) for x in topo.inside_building]
+
+
+def net_params(system: SystemSpec, dtype=jnp.float32, diloco_workers: str = "building",
+               hsdp_shard: str = "building") -> NetP:
     e = system.gpu.efficiency
     lv = system.levels
     topo = Topology.of(system)
@@ -423,6 +437,7 @@ def net_params(system: SystemSpec, dtype=jnp.float32, diloco_workers: str = "bui
         burst_overload=[l.burst_overload for l in lv],
         buffer_bytes=[l.buffer_bytes for l in lv],
         outer_worker=outer_worker_levels(system, diloco_workers),
+        hsdp_group=hsdp_group_levels(system, hsdp_shard),
         bus=bus,
     )
 
@@ -469,6 +484,7 @@ def train_params(training: Training, system: SystemSpec, dtype=jnp.float32) -> T
         rc_layers=t.recompute_layers, bf16_start=t.bf16_layers_start, bf16_end=t.bf16_layers_end, mtp_layers=t.mtp_layers,
         offload_layers=t.offload_layers, ep_overlap=1 if t.ep_overlap else 0, ep_dedup=1 if t.ep_dedup else 0,
         fp8_attn=1 if t.fp8_attention else 0, etp=t.expert_tensor_parallel,
+        hsdp_optim=1 if t.hsdp_outer == "optim" else 0,
         graph_moe=1 if t.cuda_graphs in ("partial", "full") else 0, graph_full=1 if t.cuda_graphs == "full" else 0,
         pipeline_split=PIPELINE_SPLITS.index(t.pipeline_split),
         grad_var_tol=t.gradient_variance_tolerance,
@@ -492,7 +508,8 @@ def build_params(scenario, dtype=jnp.float32) -> Params:
     return Params(
         model=model_params(scenario.model, dtype),
         gpu=gpu_params(scenario.system, scenario.training, dtype),
-        net=net_params(scenario.system, dtype, scenario.training.diloco_workers),
+        net=net_params(scenario.system, dtype, scenario.training.diloco_workers,
+                       scenario.training.hsdp_shard),
         transport=transport_params(scenario.transports, dtype),
         train=train_params(scenario.training, scenario.system, dtype),
         placement_inner=jnp.asarray(placement_inner_table(), dtype),
@@ -529,7 +546,8 @@ def hetero_params(scenario, dtype=jnp.float32) -> HeteroP | None:
     last = len(system.buildings) - 1
     per = [building_system(system, b) for b, _ in types]
     return HeteroP(gpu=stack_trees([gpu_params(s, scenario.training, dtype) for s in per]),
-                   net=stack_trees([net_params(s, dtype, scenario.training.diloco_workers) for s in per]),
+                   net=stack_trees([net_params(s, dtype, scenario.training.diloco_workers, scenario.training.hsdp_shard)
+                                     for s in per]),
                    count=_f([len(ix) for _, ix in types], dtype), last=_f([last in ix for _, ix in types], dtype),
                    buildings=_f(len(system.buildings), dtype))
 

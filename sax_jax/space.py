@@ -70,7 +70,7 @@ class Sharding(Option):
     ZERO1 = "zero1"  # Megatron's distributed optimizer
     ZERO2 = "zero2"
     FSDP = "fsdp"  # ZeRO-3
-    HSDP = "hsdp"  # ZeRO-3 inside the building, replicated across
+    HSDP = "hsdp"  # ZeRO-3 inside the building (or node: Training.hsdp_shard), replicated across
 
 
 class DpAlgo(Option):

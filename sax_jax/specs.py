@@ -246,6 +246,14 @@ ARCH_RANGES = {
 MAX_LOSS_PHASES = 4  # phases of a transport's loss_schedule (params.py pads to this many)
 
 DILOCO_WORKER_LEVELS = ("building", "region")  # DiLoCo workers: one per building, or one per region
+# the levels sharding hsdp shards over: the building (ZeRO-3 inside it, replicated across buildings) or one node, the
+# NVLink domain (PyTorch FSDP HYBRID_SHARD's default shard group; Megatron-FSDP HSDP in Megatron-Bridge's Nemotron 3
+# Ultra recipes: data_parallel_sharding_strategy optim_grads_params inside each NVL72 domain)
+HSDP_SHARD_LEVELS = ("building", "node")
+# what sharding hsdp does across its shard groups: replicate the whole state (PyTorch HYBRID_SHARD), or replicate the
+# weights and gradients but shard the optimizer state and its update over every data-parallel rank (Megatron-FSDP's
+# outer_dp_sharding_strategy "optim", num_distributed_optimizer_instances > 1)
+HSDP_OUTER = ("replicate", "optim")
 MAX_TOKEN_POINTS = 8  # points of a diloco_token_multiplier table (params.py pads to this many)
 # Tokens to reach the synchronous run's loss, relative to it, per H (inner steps per outer sync).
 # EXAMPLE VALUES, not measurements: shaped after the published findings that DiLoCo with a few workers matches
@@ -1071,6 +1079,10 @@ class Training:
     # cost/outer_sync.py). DiLoCo workers: one per building (campus and region levels are outer) or one per region
     # (only the region level is outer).
     diloco_workers: str = "building"
+    # the shard group of sharding hsdp (HSDP_SHARD_LEVELS): ZeRO-3 inside it, the gradients all-reduced across the
+    # replicas once per step
+    hsdp_shard: str = "building"
+    hsdp_outer: str = "replicate"  # HSDP_OUTER: across the shard groups
     # streaming DiLoCo (Douillard et al. 2025, arXiv 2501.18512): fragments synced in turn (the paper's strided
     # fragments of a few layers each) and the inner steps tau each fragment's sync overlaps. Assumptions: 4, 1.
     streaming_fragments: int = 4
@@ -1117,6 +1129,10 @@ class Training:
                "list elementwise or layernorm, not both", file=file)
         self.framework.validate(file)
         self._validate_diloco(file)
+        _check(self.hsdp_shard in HSDP_SHARD_LEVELS, "training.hsdp_shard", self.hsdp_shard, "unknown shard level",
+               f"use one of {', '.join(HSDP_SHARD_LEVELS)}", file=file)
+        _check(self.hsdp_outer in HSDP_OUTER, "training.hsdp_outer", self.hsdp_outer, "unknown outer strategy",
+               f"use one of {', '.join(HSDP_OUTER)}", file=file)
         _check(self.precision in PRECISIONS, "training.precision", self.precision, "unknown precision",
                f"use one of {', '.join(PRECISIONS)}", file=file)
         _check(self.cuda_graphs in CUDA_GRAPHS, "training.cuda_graphs", self.cuda_graphs, "unknown CUDA-graph scope",

@@ -97,7 +97,10 @@ RUN_FEATURES = {"lora": "LoRA fine-tuning: the adapter rank comes from the datas
                 "fp8-all-gather": "FSDP gathers the weights in FP8 (torchao enable_fsdp_float8_all_gather): "
                                   "param_gather_bytes = 1",
                 "fsdp-pure": "Composer FSDP mixed_precision PURE: gradients reduce-scattered in 16 bits "
-                             "(grad_reduce_bytes = 2)"}
+                             "(grad_reduce_bytes = 2)",
+                "hsdp-nvl-domain": "Megatron-FSDP HSDP: weights, gradients and optimizer state sharded inside each "
+                                   "NVLink domain, the optimizer state also across the domains (sharding hsdp, "
+                                   "hsdp_shard node, hsdp_outer optim)"}
 # `features` naming the run's software stack apart from its dataset's: the framework gets this suffix
 # (configs/frameworks.yaml torchtitan / torchtitan-eager: torchtitan's tables mix eager and torch.compile runs)
 FRAMEWORK_FEATURES = {"eager": "-eager"}
@@ -109,10 +112,6 @@ APPROXIMATED_FEATURES = {
               "dropping the elementwise outputs and the recomputed GEMMs' outputs from those of no recompute",
     "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
                  "modelled as recompute 'half'; exact up to the stage's layer split",
-    "hsdp-nvl-domain": "Megatron-FSDP HSDP (weights, gradients and optimizer state sharded inside each NVLink "
-                       "domain, the optimizer state also across domains) is modelled as FSDP over every "
-                       "data-parallel rank (fsdp yes): the model's hsdp shards within a building, which a validation "
-                       "cluster has one of",
 }
 # `features` that name the board a run used when its `gpu` column gives the stock part: the row is evaluated on the
 # named hardware file. torchtitan's Grand Teton H100s run at 500 W with HBM2e (configs/hardware/H100-GT-96GB.yaml).
@@ -543,6 +542,10 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
     if "fp8-all-gather" in feats:
         gather["param_gather_bytes"] = 1.0
         filled.append("param_gather_bytes=1 (row feature fp8-all-gather)")
+    if "hsdp-nvl-domain" in feats:
+        gather.update(hsdp_shard="node", hsdp_outer="optim")
+        filled.append("hsdp_shard=node, hsdp_outer=optim (row feature hsdp-nvl-domain: Megatron-FSDP's shard group is "
+                      "the NVLink domain, its optimizer state sharded across the domains too)")
     reduce_bytes = gbytes
     if "fsdp-pure" in feats:
         reduce_bytes = 2.0

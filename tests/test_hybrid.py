@@ -150,11 +150,12 @@ def test_validation_scores_the_hybrid_runs():
     assert not any("Mamba" in u.reason or "nemotron3" in u.id for u in loaded.unsupported)
     names = {c.scenario.model.name for c in hybrid}
     assert names == {"nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "nemotron3-super-120b-a12b", "nemotron3-ultra"}
-    # Ultra's two runs: the recipe's MTP passes and flex dispatcher, its HSDP named as the FSDP approximation it is
+    # Ultra's two runs: the recipe's MTP passes and flex dispatcher, Megatron-FSDP's HSDP inside each NVL72 domain with
+    # the optimizer state sharded across the domains
     ultra = [c for c in hybrid if c.scenario.model.name == "nemotron3-ultra"]
-    assert len(ultra) == 2 and all(c.design["sharding"] == "fsdp" and c.design["ep"] == 64 for c in ultra)
+    assert len(ultra) == 2 and all(c.design["sharding"] == "hsdp" and c.design["ep"] == 64 for c in ultra)
     assert all(c.scenario.training.mtp_layers == 2 and c.scenario.training.ep_dedup for c in ultra)
-    assert all(any(a.startswith("Megatron-FSDP HSDP") for a in c.approximations) for c in ultra)
+    assert all((c.scenario.training.hsdp_shard, c.scenario.training.hsdp_outer) == ("node", "optim") for c in ultra)
     sup = next(c for c in hybrid if c.scenario.model.name == "nemotron3-super-120b-a12b")
     # the Super recipes train two MTP modules (configs/validation/recipes); a run without a recipe says so
     assert sup.scenario.model.moe.latent_size == 1024 and sup.scenario.training.mtp_layers == 2

@@ -1,6 +1,7 @@
 """The step as named terms: categorical codes by name, feasibility as a table, params by keyword, the static
 topology, traffic counted from the same collectives that are timed, and one engine that compiles a program
 once per shape."""
+import dataclasses
 import os
 import re
 
@@ -122,6 +123,60 @@ levels:
     assert hsdp.memory_bytes > fsdp.memory_bytes
     # optimizer update sharded over the 4 GPUs of a node under hsdp, over 8 under fsdp
     assert float(hsdp.breakdown.optimizer) == pytest.approx(2.0 * float(fsdp.breakdown.optimizer), rel=1e-6)
+
+
+def test_hsdp_shard_node_keeps_zero3_inside_the_nvlink_domain(tmp_path):
+    """training.hsdp_shard node (PyTorch HYBRID_SHARD's shard group, Megatron-FSDP HSDP inside an NVL72 domain):
+    on the tiny campus (nodes of 2, 2 nodes a building, 2 buildings) the shard group is the node's 2 GPUs instead of
+    the building's 4. Golden state bytes per GPU: weights + grads + optimizer (2 + 4 + 12 B per parameter) over the
+    shard group; hsdp_outer optim keeps the 12 B of optimizer state over all 8 dp ranks and updates 1/8 of them."""
+    sc = _scenario(tmp_path)
+    node = dataclasses.replace(sc, training=dataclasses.replace(sc.training, hsdp_shard="node"))
+    optim = dataclasses.replace(node, training=dataclasses.replace(node.training, hsdp_outer="optim"))
+    base = {"tp": 1, "cp": 1, "pp": 1, "sharding": "hsdp"}
+    (pb, db, building), (pn, dn, inside_node), (po, do, outer) = (_one(s, **base) for s in (sc, node, optim))
+    assert np.asarray(context(pb, db).grad_k_building).tolist() == [2.0, 2.0, 1.0]
+    assert np.asarray(context(pn, dn).grad_k_building).tolist() == [2.0, 1.0, 1.0]
+    assert np.asarray(context(pn, dn).grad_k_across).tolist() == [1.0, 2.0, 2.0]
+    n_params = float(context(pb, db).params_dense)
+    state = {name: float(_dp_state(p, d)) for name, (p, d) in
+             {"building": (pb, db), "node": (pn, dn), "optim": (po, do)}.items()}
+    t = pb.train  # 2-byte weights, 4-byte gradients (the default), 12 bytes of Adam state per parameter
+    assert (float(t.param_bytes), float(t.grad_bytes), float(t.opt_bytes)) == (2.0, 4.0, 12.0)
+    assert state["building"] == pytest.approx(18.0 * n_params / 4, rel=1e-6)
+    assert state["node"] == pytest.approx(18.0 * n_params / 2, rel=1e-6)
+    assert state["optim"] == pytest.approx(6.0 * n_params / 2 + 12.0 * n_params / 8, rel=1e-6)
+    # the optimizer update: a quarter, a half, an eighth of the weights
+    opt = [float(c.breakdown.optimizer) for c in (building, inside_node, outer)]
+    assert opt[1] == pytest.approx(2.0 * opt[0], rel=1e-6) and opt[2] == pytest.approx(opt[1] / 4.0, rel=1e-6)
+    # ZeRO-3's per-microbatch traffic stays inside either shard group; the campus carries the step's gradient
+    # all-reduce, which reaches it reduced to a quarter either way: the building's shards (1/4 each) or the node's
+    # (1/2) once the building level has halved them (hierarchical accounting), so the cross-building bytes agree
+    assert float(inside_node.cross_building_bytes) == pytest.approx(float(building.cross_building_bytes), rel=1e-6)
+    assert float(building.cross_building_bytes) > 0.0
+
+
+def test_hsdp_settings_are_validated(tmp_path):
+    path = tmp_path / "bad.yaml"
+    sys_path = tmp_path / "sys.yaml"
+    sys_path.write_text(TINY_SYSTEM.format(configs=CONFIGS))
+    text = TINY.format(configs=CONFIGS, system=sys_path, sp="true")
+    for key, value in (("hsdp_shard", "rack"), ("hsdp_outer", "optimizer")):
+        path.write_text(text.replace("training: {", f"training: {{{key}: {value}, "))
+        with pytest.raises(sx.ConfigError) as e:
+            sx.load_scenario(str(path))
+        assert "bad.yaml" in str(e.value) and f"training.{key}" in str(e.value) and value in str(e.value)
+
+
+def _dp_state(params, d):
+    from sax_jax.cost.dp import dp_term
+    ctx = context(params, d)
+    return dp_term(ctx, d, params.train, params.gpu).memory_bytes - _zero3_buffers(ctx, params)
+
+
+def _zero3_buffers(ctx, params):
+    # dp_term's memory adds ZeRO-3's two gathered layers (the one computing, the one prefetched)
+    return 2.0 * (ctx.params_dense + ctx.params_expert) / ctx.layers_first * params.train.param_gather_bytes
 
 
 # ------------------------------------------------------------------------------------------------ feasibility

@@ -62,10 +62,10 @@ class Context(NamedTuple):
     #                    DiLoCo only its part inside one worker)
     grad_k_outer: jax.Array  # [L] participants of the DiLoCo outer sync (across workers); 1 everywhere without it
     local_sync: jax.Array  # True where the design syncs across workers only every sync_every > 1 steps
-    grad_k_building: jax.Array  # [L] the part inside one building (HSDP's shard group), 1 outside
-    grad_k_across: jax.Array  # [L] the part across buildings, 1 inside
+    grad_k_building: jax.Array  # [L] the part inside HSDP's shard group (a building, or a node: hsdp_shard), 1 outside
+    grad_k_across: jax.Array  # [L] the part across the shard groups, 1 inside
     grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
-    grad_shards_building: jax.Array  # of them inside one building
+    grad_shards_building: jax.Array  # of them inside one shard group
     # [L] participants of the expert-data-parallel group: the ranks that hold the same experts, over which the expert
     # gradients are reduced and their parameters gathered (dp x cp / ep, folded tp x cp x dp / (etp ep)); as grad_k
     # under DiLoCo; its parts inside and across buildings
@@ -137,7 +137,8 @@ def context(params, d, share: StageShare | None = None) -> Context:
     local_sync = (d.dp_sync != DpSync.EVERY_STEP) & (d.sync_every > 1.0) & (jnp.prod(grad_k_across_workers) > 1.0)
     grad_k = jnp.where(local_sync, jnp.where(outer, 1.0, grad_k_all), grad_k_all)
     grad_k_outer = jnp.where(local_sync, grad_k_across_workers, 1.0)
-    inside = np.asarray(topo.inside_building)
+    # sharding hsdp's shard group (Training.hsdp_shard): a building's levels, or the node's
+    inside = np.asarray(topo.inside_building) if net.hsdp_group is None else net.hsdp_group > 0.5
     grad_k_building = jnp.where(inside, grad_k, 1.0)
     grad_k_across = jnp.where(inside, 1.0, grad_k)
     # Megatron-Core's expert-data-parallel group (parallel_state: expert_data_parallel_size = world / (etp ep pp));

@@ -293,10 +293,13 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
 
     hsdp = sharding == Sharding.HSDP
     state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)
-    state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train)
+    # hsdp_outer optim: the optimizer state over every dp rank, the weights and gradients over the shard group
+    opt_shards = jnp.where(train.hsdp_optim > 0.5, ctx.grad_shards, state_shards)
+    state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train, opt_shards)
              # expert weights shard over their expert-data-parallel ranks: tp x cp x dp / (etp ep), i.e. dp x cp / ep
              # unless folding splits the experts over fewer ranks than the dense layers
-             + model_state_bytes(ctx.params_expert, expert_shards(state_shards, ctx, d), sharding, train))
+             + model_state_bytes(ctx.params_expert, expert_shards(state_shards, ctx, d), sharding, train,
+                                 expert_shards(opt_shards, ctx, d)))
     # LoRA: frozen weights keep their 16-bit copy only (sharded under ZeRO-3), the adapters the full state
     frozen = train.param_bytes * params_gpu / jnp.where(zero3, state_shards, 1.0)
     state = jnp.where(lora, frozen + model_state_bytes(ctx.params_adapter, state_shards, sharding, train), state)

@@ -140,11 +140,13 @@ def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
     return dense + emb, experts
 
 
-def model_state_bytes(params, shard, sharding, train):
-    """Weights + grads + optimizer for `params` sharded over `shard` GPUs (sharding: space.Sharding)."""
+def model_state_bytes(params, shard, sharding, train, opt_shard=None):
+    """Weights + grads + optimizer for `params` sharded over `shard` GPUs (sharding: space.Sharding); opt_shard: the
+    GPUs the ZeRO-3 family's optimizer state is sharded over, if not `shard` (hsdp with hsdp_outer optim)."""
     w, gr, op = train.param_bytes, train.grad_bytes, train.opt_bytes
     full = (w + gr + op) * params
+    zero3 = (w + gr) * params / shard + op * params / (shard if opt_shard is None else opt_shard)
     return jnp.select(
         [sharding == Sharding.ZERO0, sharding == Sharding.ZERO1, sharding == Sharding.ZERO2],
         [full, (w + gr) * params + op * params / shard, w * params + (gr + op) * params / shard],
-        full / shard)  # fsdp / hsdp (hsdp passes the building-local shard group)
+        zero3)  # fsdp / hsdp (hsdp passes its shard group)

@@ -3,7 +3,8 @@
 Traffic per locally-updated parameter: read the optimizer state (fp32 master, m, v: 12 B) and the grad (4 B), write
 the state back (12 B) and the 16-bit copy (2 B), 30 B; an optimizer that keeps its state in 16-bit (Apex
 DistributedFusedAdam with dtype bf16: 6 B of state) moves 2 x 6 + 6 = 18 B. The update is sharded like the optimizer
-state: not at all under zero0, over the building's shard group under hsdp, over the whole dp x cp group otherwise;
+state: not at all under zero0, over its shard group under hsdp (a building or a node; every dp rank under
+hsdp_outer optim), over the whole dp x cp group otherwise;
 expert weights over their expert-data-parallel ranks only (dp x cp / ep unless folding splits the experts over fewer
 ranks than the dense layers), as Megatron-Core's distributed optimizer shards them (its expert buffers use the
 expert-data-parallel group), and as cost/dp.py counts their state in memory (dp.expert_shards). At EP = DP each GPU
@@ -27,8 +28,10 @@ ADAM_BYTES_PER_PARAM = adam_traffic_bytes(12.0)  # fp32 master, m and v: 30 B
 
 
 def optimizer_term(ctx, d, gpu, train) -> Term:
+    # hsdp updates its shard group's share, or every dp rank's under hsdp_outer optim (Training.hsdp_outer)
+    hsdp_shards = jnp.where(train.hsdp_optim > 0.5, ctx.grad_shards, ctx.grad_shards_building)
     shards = jnp.select([d.sharding == Sharding.ZERO0, d.sharding == Sharding.HSDP],
-                        [1.0, ctx.grad_shards_building], ctx.grad_shards)
+                        [1.0, hsdp_shards], ctx.grad_shards)
     # LoRA (cost/lora.py): only the adapters are updated
     updated = jnp.where(ctx.params_adapter > 0, ctx.params_adapter / shards,
                         ctx.params_dense / shards + ctx.params_expert / expert_shards(shards, ctx, d))
