@@ -399,10 +399,9 @@ def outer_worker_levels(system: SystemSpec, workers: str = "building") -> list:
     return [float(lv.name in outer) for lv in system.levels]
 
 
-def hsdp_group_levels(system: SystemSpec, shard: str = "building") -> list:
+def hsdp_group_levels(topo: Topology, shard: str = "building") -> list:
     """[L] 1 at the levels sharding hsdp's shard group spans: those inside one building (Topology.inside_building),
     or the node level alone (shard = node: the NVLink domain)."""
-    topo = Topology.of(system)
     if shard == "node":
         return [float(n == NVLINK_LEVEL) for n in topo.level_names]
     return [float(x) for x in topo.inside_building]
@@ -437,7 +436,7 @@ def net_params(system: SystemSpec, dtype=jnp.float32, diloco_workers: str = "bui
         burst_overload=[l.burst_overload for l in lv],
         buffer_bytes=[l.buffer_bytes for l in lv],
         outer_worker=outer_worker_levels(system, diloco_workers),
-        hsdp_group=hsdp_group_levels(system, hsdp_shard),
+        hsdp_group=hsdp_group_levels(topo, hsdp_shard),
         bus=bus,
     )
 

@@ -538,12 +538,12 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
                               "(configs/validation/public_runs.yaml)")
         lora_rank = int(profile["lora_rank"])
         filled.append(f"lora_rank={lora_rank} ({profile.get('lora_rank_source', 'profile')})")
-    gather = {}
+    feature_training = {}  # Training fields a row's features set
     if "fp8-all-gather" in feats:
-        gather["param_gather_bytes"] = 1.0
+        feature_training["param_gather_bytes"] = 1.0
         filled.append("param_gather_bytes=1 (row feature fp8-all-gather)")
     if "hsdp-nvl-domain" in feats:
-        gather.update(hsdp_shard="node", hsdp_outer="optim")
+        feature_training.update(hsdp_shard="node", hsdp_outer="optim")
         filled.append("hsdp_shard=node, hsdp_outer=optim (row feature hsdp-nvl-domain: Megatron-FSDP's shard group is "
                       "the NVLink domain, its optimizer state sharded across the domains too)")
     reduce_bytes = gbytes
@@ -560,7 +560,7 @@ def build_case(row: dict, file: str, n, profiles: dict, design_extra: dict | Non
         filled.append(f"packed_doc_tokens={doc_tokens} ({profile.get('packed_doc_tokens_source', 'profile')})")
     training = S.Training(global_batch_sequences=v["gbs"], seq_len=v["seq"], precision=v["precision"],
                           lora_rank=lora_rank, packed_doc_tokens=doc_tokens, expert_tensor_parallel=etp, **recipe_training,
-                          **gather,
+                          **feature_training,
                           fp8_scaling=scaling or "delayed",
                           grad_bytes=gbytes, grad_reduce_bytes=reduce_bytes, sequence_parallel=v["seq_parallel"],
                           **run_state,

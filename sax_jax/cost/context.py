@@ -19,7 +19,7 @@ from .placement import group_members, layout_strides
 from .stages import stage_layers
 from .bursts import all_to_all_flows_per_level, ring_flows_per_level
 from .placement import spans
-from ..space import DpSync, recompute_share
+from ..space import DpSync, Sharding, recompute_share
 from .transport import (GradientPath, collective_factors, ecmp_table, effective_bandwidth, gradient_factors,
                         one_flow_factors, reliable_parts)
 
@@ -66,6 +66,9 @@ class Context(NamedTuple):
     grad_k_across: jax.Array  # [L] the part across the shard groups, 1 inside
     grad_shards: jax.Array  # GPUs that share one copy of the weights (prod grad_k)
     grad_shards_building: jax.Array  # of them inside one shard group
+    # GPUs the optimizer state and its update are sharded over (every sharding but zero0): the shard group under hsdp,
+    # every dp x cp rank otherwise and under hsdp_outer optim (Training.hsdp_outer)
+    opt_shards: jax.Array
     # [L] participants of the expert-data-parallel group: the ranks that hold the same experts, over which the expert
     # gradients are reduced and their parameters gathered (dp x cp / ep, folded tp x cp x dp / (etp ep)); as grad_k
     # under DiLoCo; its parts inside and across buildings
@@ -209,6 +212,8 @@ def context(params, d, share: StageShare | None = None) -> Context:
         tp=tp_g, cp=cp_g, pp=pp_g, dp_group=dp_g, ep=ep_g,
         grad_k=grad_k, grad_k_outer=grad_k_outer, local_sync=local_sync, grad_k_building=grad_k_building, grad_k_across=grad_k_across,
         grad_shards=jnp.prod(grad_k), grad_shards_building=jnp.prod(grad_k_building),
+        opt_shards=jnp.where((d.sharding == Sharding.HSDP) & (train.hsdp_optim < 0.5), jnp.prod(grad_k_building),
+                             jnp.prod(grad_k)),
         edp_k=edp_k, edp_k_building=jnp.where(inside, edp_k, 1.0), edp_k_across=jnp.where(inside, 1.0, edp_k),
         xb=net.cross_building, is_network=net.is_network > 0, alpha_s=alpha_s, bw_Bps=bw_Bps, bw_pp_Bps=bw_pp_Bps, layer=layer,
         alpha_grad_s=alpha_grad_s, bw_grad_Bps=bw_grad_Bps, gradient=gradient,

@@ -293,8 +293,7 @@ def dp_term(ctx, d, train, gpu, expert_sync=True):
 
     hsdp = sharding == Sharding.HSDP
     state_shards = jnp.where(hsdp, ctx.grad_shards_building, ctx.grad_shards)
-    # hsdp_outer optim: the optimizer state over every dp rank, the weights and gradients over the shard group
-    opt_shards = jnp.where(train.hsdp_optim > 0.5, ctx.grad_shards, state_shards)
+    opt_shards = ctx.opt_shards  # the shard group's, or every dp rank's under hsdp_outer optim
     state = (model_state_bytes(ctx.params_dense, state_shards, sharding, train, opt_shards)
              # expert weights shard over their expert-data-parallel ranks: tp x cp x dp / (etp ep), i.e. dp x cp / ep
              # unless folding splits the experts over fewer ranks than the dense layers

@@ -28,10 +28,8 @@ ADAM_BYTES_PER_PARAM = adam_traffic_bytes(12.0)  # fp32 master, m and v: 30 B
 
 
 def optimizer_term(ctx, d, gpu, train) -> Term:
-    # hsdp updates its shard group's share, or every dp rank's under hsdp_outer optim (Training.hsdp_outer)
-    hsdp_shards = jnp.where(train.hsdp_optim > 0.5, ctx.grad_shards, ctx.grad_shards_building)
-    shards = jnp.select([d.sharding == Sharding.ZERO0, d.sharding == Sharding.HSDP],
-                        [1.0, hsdp_shards], ctx.grad_shards)
+    # sharded like the optimizer state (context.opt_shards), not at all under zero0
+    shards = jnp.where(d.sharding == Sharding.ZERO0, 1.0, ctx.opt_shards)
     # LoRA (cost/lora.py): only the adapters are updated
     updated = jnp.where(ctx.params_adapter > 0, ctx.params_adapter / shards,
                         ctx.params_dense / shards + ctx.params_expert / expert_shards(shards, ctx, d))
