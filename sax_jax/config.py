@@ -218,18 +218,20 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
     mla = data.pop("mla", None)
     window = data.pop("sliding_window", None)
     hybrid = data.pop("hybrid", None)
+    compressed = data.pop("compressed_attention", None)
     data.setdefault("head_dim", None)
     if data["head_dim"] is None and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
                                         and data[k] > 0 for k in ("hidden", "heads")):
         data["head_dim"] = data["hidden"] // data["heads"]
     data.setdefault("kv_heads", data.get("heads"))
-    kwargs = _build(S.ModelSpec, data, file, exclude=("moe", "mla", "sliding_window", "hybrid"))
+    kwargs = _build(S.ModelSpec, data, file, exclude=("moe", "mla", "sliding_window", "hybrid", "compressed_attention"))
     if moe is not None and not isinstance(moe, dict):
         raise S.ConfigError(file, "moe", moe, "must be a mapping of MoE settings")
     moe_spec = S.MoESpec(**_whole(_build(S.MoESpec, moe, file, "moe."), "moe")) if moe else None
     if mla is not None and not isinstance(mla, dict):
         raise S.ConfigError(file, "mla", mla, "must be a mapping of multi-head latent attention widths",
-                            "q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim")
+                            "q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim "
+                            "(and shared_kv, o_lora_rank, o_groups)")
     mla_spec = S.MLASpec(**_whole(_build(S.MLASpec, mla, file, "mla."), "mla")) if mla else None
     if window is not None and not isinstance(window, dict):
         raise S.ConfigError(file, "sliding_window", window, "must be a mapping", "window, layers, sinks")
@@ -243,12 +245,20 @@ def load_model(ref, base_file: str | None = None, key: str = "model") -> S.Model
                             "e.g. \"MEMEM*E\": M Mamba-2, * attention, - MLP, E MoE")
     hybrid_spec = (S.HybridSpec(**_whole(_build(S.HybridSpec, hybrid, file, "hybrid."), "hybrid"))
                    if hybrid else None)
+    if compressed is not None and not isinstance(compressed, dict):
+        raise S.ConfigError(file, "compressed_attention", compressed, "must be a mapping",
+                            "window, csa_layers, csa_ratio, hca_layers, hca_ratio, index_topk, index_heads, "
+                            "index_head_dim")
+    compressed_spec = (S.CompressedAttentionSpec(**_whole(_build(S.CompressedAttentionSpec, compressed, file,
+                                                                 "compressed_attention."), "compressed_attention"))
+                       if compressed else None)
     for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab"):
         v = kwargs.get(k)
         if not (isinstance(v, (int, float)) and float(v).is_integer()):
             raise S.ConfigError(file, k, v, "must be a whole number")
         kwargs[k] = int(v)
-    spec = S.ModelSpec(moe=moe_spec, mla=mla_spec, sliding_window=window_spec, hybrid=hybrid_spec, **kwargs)
+    spec = S.ModelSpec(moe=moe_spec, mla=mla_spec, sliding_window=window_spec, hybrid=hybrid_spec,
+                       compressed_attention=compressed_spec, **kwargs)
     spec.validate(file)
     return spec
 

@@ -103,6 +103,20 @@ class ModelP(NamedTuple):
     v_head_dim: jnp.ndarray  # per-head width of the PV product
     window: jnp.ndarray  # keys a query of a sliding-window layer sees (0: no windowed layers)
     window_fraction: jnp.ndarray  # fraction of the layers with windowed attention
+    mla_out: jnp.ndarray  # MACs per token of the MLA output projection (grouped low-rank: both halves)
+    kv_shared: jnp.ndarray  # 1: one key/value vector per token serves every head (DeepSeek-V4)
+    # DeepSeek-V4's compressed attention (specs.CompressedAttentionSpec; compressed 0 and the rest neutral without):
+    # every layer has the window band; csa_fraction of the layers add up to index_topk of the keys compressed
+    # csa_ratio to one (chosen by an indexer of index_width = heads x dim), hca_fraction every key compressed
+    # hca_ratio to one
+    compressed: jnp.ndarray
+    csa_fraction: jnp.ndarray
+    csa_ratio: jnp.ndarray
+    hca_fraction: jnp.ndarray
+    hca_ratio: jnp.ndarray
+    index_topk: jnp.ndarray
+    index_width: jnp.ndarray
+    hc_streams: jnp.ndarray  # residual streams (mHC expansion rate; 1: a plain residual)
     rope_scaled: jnp.ndarray  # 1 if the rotary cos/sin carry a YaRN attention factor other than 1
     # blocks (specs.HybridSpec): share of the layers with attention / an MLP or MoE / a Mamba-2 mixer; a
     # transformer has (1, 1, 0)
@@ -311,10 +325,18 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         shared_experts=moe.shared_experts if moe else 0,
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
         locality=moe.locality if moe else 0.0, expert_slots=1.0, **_mla_values(m),
-        window=m.sliding_window.window if m.sliding_window else 0,
-        window_fraction=m.sliding_window.layers / m.layers if m.sliding_window else 0.0,
-        rope_scaled=float(m.rope_attention_factor != 1.0),
-        **_block_values(m))
+        **_window_values(m), rope_scaled=float(m.rope_attention_factor != 1.0),
+        hc_streams=m.hyper_connections, **_block_values(m))
+
+
+def _window_values(m: ModelSpec) -> dict:
+    ca, sw = m.compressed_attention, m.sliding_window
+    if ca is not None:  # every layer has the band
+        return dict(window=ca.window, window_fraction=1.0, compressed=1, csa_fraction=ca.csa_layers / m.layers,
+                    csa_ratio=ca.csa_ratio, hca_fraction=ca.hca_layers / m.layers, hca_ratio=ca.hca_ratio,
+                    index_topk=ca.index_topk, index_width=ca.index_heads * ca.index_head_dim)
+    return dict(window=sw.window if sw else 0, window_fraction=sw.layers / m.layers if sw else 0.0, compressed=0,
+                csa_fraction=0.0, csa_ratio=1, hca_fraction=0.0, hca_ratio=1, index_topk=1, index_width=0)
 
 
 def _block_values(m: ModelSpec) -> dict:
@@ -331,12 +353,14 @@ def _mla_values(m: ModelSpec) -> dict:
     a, h, mla = m.heads, m.hidden, m.mla
     if mla is None:
         return dict(mla=0, mla_down=0, mla_up=0, mla_rep_params=0, mla_latent=0, qk_head_dim=m.head_dim,
-                    v_head_dim=m.head_dim)
-    q_in = mla.q_lora_rank if mla.q_lora_rank > 0 else h
-    return dict(mla=1, mla_down=h * mla.q_lora_rank + h * (mla.kv_lora_rank + mla.qk_rope_head_dim),
-                mla_up=q_in * a * mla.qk_head_dim + mla.kv_lora_rank * a * (mla.qk_nope_head_dim + mla.v_head_dim),
-                mla_rep_params=mla.replicated_params(h), mla_latent=mla.latent_width, qk_head_dim=mla.qk_head_dim,
-                v_head_dim=mla.v_head_dim)
+                    v_head_dim=m.head_dim, mla_out=0, kv_shared=0)
+    # compressors and indexers (DeepSeek-V4), averaged over the layers: small projections every TP rank runs
+    # whole, like the down projections; their per-position biases (a few thousand weights) are counted as MACs
+    extra = m.compressed_params() / m.layers
+    return dict(mla=1, mla_down=h * mla.q_lora_rank + h * (mla.kv_lora_rank + mla.qk_rope_head_dim) + extra,
+                mla_up=mla.up_params(h, a), mla_rep_params=mla.replicated_params(h) + extra,
+                mla_latent=mla.latent_width, qk_head_dim=mla.qk_head_dim, v_head_dim=mla.v_head_dim,
+                mla_out=mla.out_params(h, a), kv_shared=1 if mla.shared_kv else 0)
 
 
 # Bytes per element of the inputs a linear layer saves for its weight gradient: FP8 1; NVFP4 half a byte plus one

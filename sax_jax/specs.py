@@ -95,6 +95,7 @@ RANGES = {
         "ffn": Range(1, 10_000_000, True, why="MLP intermediate width"),
         "vocab": Range(1, 100_000_000, True, why="vocabulary size"),
         "rope_attention_factor": Range(0.01, 100, why="YaRN attention factor on the rotary cos/sin (1: plain RoPE)"),
+        "hyper_connections": Range(1, 64, True, why="residual streams (mHC expansion rate n; 1: a plain residual)"),
     },
     "moe": {
         "experts": Range(1, 100_000, True), "top_k": Range(1, 100_000, True),
@@ -219,6 +220,19 @@ ARCH_RANGES = {
         "qk_nope_head_dim": Range(1, 100_000, True, why="per-head query/key width without RoPE"),
         "qk_rope_head_dim": Range(0, 100_000, True, why="per-head decoupled RoPE query/key width"),
         "v_head_dim": Range(1, 100_000, True, why="per-head value width"),
+        "o_lora_rank": Range(0, 1_000_000, True, why="grouped low-rank output projection's width per group "
+                                                      "(0: one full-rank output projection)"),
+        "o_groups": Range(1, 100_000, True, why="head groups of the low-rank output projection"),
+    },
+    "compressed_attention": {
+        "window": Range(1, 100_000_000, True, why="keys of the local band every layer attends to"),
+        "csa_layers": Range(0, 10_000, True, why="layers with compressed sparse attention (indexer top-k)"),
+        "csa_ratio": Range(1, 1_000_000, True, why="tokens per compressed key in a CSA layer"),
+        "hca_layers": Range(0, 10_000, True, why="layers with heavily compressed attention (every compressed key)"),
+        "hca_ratio": Range(1, 1_000_000, True, why="tokens per compressed key in an HCA layer"),
+        "index_topk": Range(1, 100_000_000, True, why="compressed keys the indexer selects per query"),
+        "index_heads": Range(1, 100_000, True, why="indexer query heads"),
+        "index_head_dim": Range(1, 100_000, True, why="indexer query/key width per head"),
     },
     "training": {"lora_rank": Range(0, 1_000_000, True, why="LoRA adapter rank (0: every weight trains)"),
                  "bf16_layers_start": Range(0, 10_000, True, why="first layers kept at 16-bit in FP8/FP4 training"),
@@ -273,6 +287,7 @@ def ranges_of(kind: str) -> dict:
 # a GPU's attention_kernels values: speed relative to the kernel its attention_max was fitted on
 ATTENTION_KERNEL_RANGE = Range(0, 4, lo_open=True, why="kernel speed / the GPU's calibrated kernel")
 BOOL_FIELDS = {"model": ("gated_mlp", "tied_embeddings", "dropout"), "sliding_window": ("sinks",),
+               "mla": ("shared_kv",),
                "training": ("sequence_parallel", "flash_attention", "allow_bounded_loss", "ep_overlap", "ep_dedup",
                             "fp8_attention", "cudnn_norm"),
                "transport": ("survives_link_failure",), "gpu": ("fp8_any_layout",),
@@ -359,9 +374,20 @@ class MLASpec:
     qk_nope_head_dim: int
     qk_rope_head_dim: int
     v_head_dim: int
+    # DeepSeek-V4 (config.json num_key_value_heads 1, head_dim 512, o_lora_rank 1024, o_groups 8): one key/value
+    # vector per token, [c_KV, k_rope] itself, is every head's key and value (no W_UKV), and the output projection
+    # is low-rank in groups: the a v_head_dim outputs in o_groups groups, each mapped to o_lora_rank
+    # (a v_head_dim o_lora_rank weights in all), then o_groups o_lora_rank -> h
+    shared_kv: bool = False
+    o_lora_rank: int = 0
+    o_groups: int = 1
 
     def validate(self, file=None):
         _ranges(self, "mla", "mla.", file)
+        if self.shared_kv:
+            _check(self.v_head_dim == self.qk_head_dim, "mla.v_head_dim", self.v_head_dim,
+                   f"must equal qk_nope_head_dim + qk_rope_head_dim = {self.qk_head_dim} with shared_kv",
+                   "a shared key/value vector is both the key and the value", file=file)
 
     @property
     def qk_head_dim(self) -> int:
@@ -372,11 +398,21 @@ class MLASpec:
         q_down = hidden * self.q_lora_rank + self.q_lora_rank  # W_DQ + q_a_layernorm
         return q_down + hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank  # + kv norm
 
+    def up_params(self, hidden: int, heads: int) -> float:
+        """Up projections W_UQ (or W_Q) and W_UKV (none with shared_kv)."""
+        q_in = self.q_lora_rank if self.q_lora_rank > 0 else hidden
+        kv_up = 0 if self.shared_kv else self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
+        return q_in * heads * self.qk_head_dim + kv_up
+
+    def out_params(self, hidden: int, heads: int) -> float:
+        """Output projection: a v_head_dim -> h, or the grouped low-rank pair (o_lora_rank > 0)."""
+        if self.o_lora_rank > 0:
+            return heads * self.v_head_dim * self.o_lora_rank + self.o_groups * self.o_lora_rank * hidden
+        return heads * self.v_head_dim * hidden
+
     def split_params(self, hidden: int, heads: int) -> float:
         """Up and output projections: column-/row-parallel over the heads."""
-        q_in = self.q_lora_rank if self.q_lora_rank > 0 else hidden
-        up = q_in * heads * self.qk_head_dim + self.kv_lora_rank * heads * (self.qk_nope_head_dim + self.v_head_dim)
-        return up + heads * self.v_head_dim * hidden
+        return self.up_params(hidden, heads) + self.out_params(hidden, heads)
 
     @property
     def latent_width(self) -> int:
@@ -398,6 +434,44 @@ class SlidingWindowSpec:
 
     def validate(self, file=None):
         _ranges(self, "sliding_window", "sliding_window.", file)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompressedAttentionSpec:
+    """DeepSeek-V4's hybrid attention (DeepSeek-AI 2026, DeepSeek-V4 model card and config.json: sliding_window,
+    compress_ratios per layer, index_topk, index_n_heads, index_head_dim; Megatron-Bridge's DSv4HybridSelfAttention).
+    Every layer attends to its last `window` tokens; a compressed layer also to compressed keys, each summarizing
+    `ratio` consecutive tokens through a learned gated pooling (the compressor, its own key/value and gate
+    projections; with ratio 4 windows overlap, twice the width):
+      CSA (compressed sparse attention, csa_layers at csa_ratio): a lightning indexer (index_heads x index_head_dim
+          queries from the query latent, one key of index_head_dim per compressed position from its own compressor)
+          scores every earlier compressed key and the query attends to the index_topk best;
+      HCA (heavily compressed attention, hca_layers at hca_ratio): every earlier compressed key, no indexer.
+    The other layers (layers - csa_layers - hca_layers) attend to the window only. Needs mla with shared_kv: the
+    keys, compressed or not, are the shared key/value vectors of width qk_head_dim."""
+    window: int
+    csa_layers: int
+    csa_ratio: int
+    hca_layers: int
+    hca_ratio: int
+    index_topk: int
+    index_heads: int
+    index_head_dim: int
+
+    def validate(self, file=None):
+        _ranges(self, "compressed_attention", "compressed_attention.", file)
+
+    def layer_params(self, hidden: int, kv_dim: int, q_lora_rank: int) -> float:
+        """Compressor and indexer weights summed over the layers: a compressor's key/value and gate projections
+        (h -> coff kv_dim each; coff = 2 in CSA layers, whose windows overlap) and its per-position bias
+        (ratio x coff kv_dim); the indexer's query up projection (q_lora_rank -> heads x dim), its own compressor
+        (kv_dim = index_head_dim, the CSA ratio) and its per-head weights (h -> heads)."""
+        def compressor(ratio, dim, coff):
+            return 2 * hidden * coff * dim + ratio * coff * dim
+        index = (q_lora_rank * self.index_heads * self.index_head_dim + hidden * self.index_heads
+                 + compressor(self.csa_ratio, self.index_head_dim, 2))
+        return (self.csa_layers * (compressor(self.csa_ratio, kv_dim, 2) + index)
+                + self.hca_layers * compressor(self.hca_ratio, kv_dim, 1))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -468,6 +542,12 @@ class ModelSpec:
     # section 3.4: 0.1 ln(s) + 1 for a context extension s; Megatron-Core _yarn_get_mscale); 1: plain RoPE or none.
     # Megatron-Core's fused RoPE cannot apply it and runs the eager one instead (Framework.fused_scaled_rope)
     rope_attention_factor: float = 1.0
+    # DeepSeek-V4's hybrid compressed attention (CompressedAttentionSpec) instead of full attention
+    compressed_attention: CompressedAttentionSpec | None = None
+    # residual streams: Manifold-Constrained Hyper-Connections (Xie et al. 2025, "mHC", arXiv 2512.24880) widen the
+    # residual to n streams of h that each sub-layer reads through a learned mix and writes back into (DeepSeek-V4:
+    # hc_mult 4); 1 is the plain residual
+    hyper_connections: int = 1
 
     def validate(self, file=None):
         _check(isinstance(self.name, str) and self.name != "", "name", self.name, "must be a non-empty string",
@@ -489,6 +569,17 @@ class ModelSpec:
             self.sliding_window.validate(file)
             _check(self.sliding_window.layers <= self.layers, "sliding_window.layers", self.sliding_window.layers,
                    f"cannot exceed layers={self.layers}", "count the layers whose attention is windowed", file=file)
+        ca = self.compressed_attention
+        if ca is not None:
+            ca.validate(file)
+            _check(self.mla is not None and self.mla.shared_kv, "compressed_attention", "(section)",
+                   "needs mla with shared_kv: true", "DeepSeek-V4 attends over shared key/value vectors", file=file)
+            _check(ca.csa_layers + ca.hca_layers <= self.layers, "compressed_attention.csa_layers",
+                   ca.csa_layers, f"plus hca_layers={ca.hca_layers} cannot exceed layers={self.layers}",
+                   "count the layers of each kind; the rest attend to the window only", file=file)
+            _check(self.sliding_window is None and self.hybrid is None, "compressed_attention", "(section)",
+                   "cannot be combined with sliding_window or hybrid", "its window is compressed_attention.window",
+                   file=file)
         if self.hybrid is not None:
             self.hybrid.validate(file)
             _check(len(self.hybrid.pattern) == self.layers, "hybrid.pattern", self.hybrid.pattern,
@@ -518,10 +609,27 @@ class ModelSpec:
         return c("*") / n, (c("-") + c("E")) / n, c("M") / n
 
     def attention_params(self) -> float:
+        """Per layer (averaged over the layers: compressors and indexers sit in some of them only)."""
         h, d = self.hidden, self.head_dim
         if self.mla is not None:
-            return self.mla.replicated_params(h) + self.mla.split_params(h, self.heads)
+            return (self.mla.replicated_params(h) + self.mla.split_params(h, self.heads)
+                    + self.compressed_params() / self.layers)
         return h * (self.heads * d + 2 * self.kv_heads * d) + self.heads * d * h
+
+    def compressed_params(self) -> float:
+        """Compressors and indexers of every layer (0 without compressed attention)."""
+        ca = self.compressed_attention
+        return 0.0 if ca is None else ca.layer_params(self.hidden, self.mla.qk_head_dim, self.mla.q_lora_rank)
+
+    def hyper_params_per_layer(self) -> float:
+        """mHC's mixing weights, per sub-layer: a projection of the n h flattened streams to the n pre weights,
+        n post weights and n x n residual weights, their biases and three gates (mHC eqs. 7-8; DeepSeek-V4's
+        hc_attn_fn / hc_attn_base / hc_attn_scale); two sub-layers per layer. 0 for one stream."""
+        n = self.hyper_connections
+        if n == 1:
+            return 0.0
+        mix = (2 + n) * n
+        return 2.0 * (n * self.hidden * mix + mix + 3)
 
     def params_per_layer(self, moe_layer: bool = False, active: bool = False) -> float:
         """Parameters of one layer; active: only those one token uses (top_k routed + shared experts)."""
@@ -535,7 +643,7 @@ class ModelSpec:
             mlp += h * self.moe.experts + 2 * h * self.moe.latent_size  # router, latent down/up projections
         else:
             mlp = mats * h * self.ffn
-        return attn + mlp + 2 * h  # two norms
+        return attn + mlp + 2 * h + self.hyper_params_per_layer()  # two norms
 
     def _hybrid_params(self, active: bool) -> float:
         """Blocks of a hybrid model: each a norm plus one mixer, MLP or MoE."""

@@ -80,6 +80,8 @@ MODEL_FILE_FEATURES = {
     "sliding-window": "sliding-window attention (sliding_window.window, .layers, .sinks)",
     "hybrid-mamba": "hybrid Mamba-2/attention/MoE blocks (hybrid.pattern, Mamba-2 widths; moe.shared_expert_ffn, "
                     "moe.latent_size)",
+    "compressed-attention": "DeepSeek-V4's compressed sparse / heavily compressed attention and hyper-connections "
+                            "(compressed_attention.*, mla.shared_kv / o_lora_rank / o_groups, hyper_connections)",
 }
 # a multi-token-prediction layer the run trains but the model file does not carry (Nemotron-3 Super/Lightning)
 MTP_APPROXIMATION = ("the run trains one multi-token-prediction layer (an attention and a MoE block and a second "
@@ -112,6 +114,10 @@ APPROXIMATED_FEATURES = {
               "dropping the elementwise outputs and the recomputed GEMMs' outputs from those of no recompute",
     "sac-layer": "torchtitan layer-level selective activation checkpointing (every 2nd block recomputed) is "
                  "modelled as recompute 'half'; exact up to the stage's layer split",
+    "compressed-attention": "DeepSeek-V4's sparse attention (per-query gathered keys) runs at the dense flash "
+                            "kernel's efficiency for its mean key count, and its hyper-connections cost their memory "
+                            "traffic only; not modelled: the indexer's training loss (dsa_indexer_loss_coeff), the "
+                            "Sinkhorn normalization kernels, the compressors' pooling and hash routing",
 }
 # `features` that name the board a run used when its `gpu` column gives the stock part: the row is evaluated on the
 # named hardware file. torchtitan's Grand Teton H100s run at 500 W with HBM2e (configs/hardware/H100-GT-96GB.yaml).
@@ -636,7 +642,9 @@ def _with_model_file(model, row, x, features, file, n, rid, ds):
     moe = spec.moe if spec.hybrid is not None else model.moe
     # so does the rotary embedding's YaRN scaling (GPT-OSS)
     return dataclasses.replace(model, mla=spec.mla, sliding_window=spec.sliding_window, hybrid=spec.hybrid, moe=moe,
-                               rope_attention_factor=spec.rope_attention_factor)
+                               rope_attention_factor=spec.rope_attention_factor,
+                               compressed_attention=spec.compressed_attention,
+                               hyper_connections=spec.hyper_connections)
 
 
 # Models without a bundled model file whose output layer has its own weights (the CSV has no column for it):

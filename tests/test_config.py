@@ -19,9 +19,9 @@ def test_every_bundled_scenario_loads(path):
 
 # models whose published attention width is not hidden: MLA (per-head widths in mla.*), GPT-OSS (config.json head_dim
 # 64 x 64 heads = 4096 query width on a 2880-wide residual stream), Nemotron-3 (head_dim 128 x 32 heads = 4096 on
-# 2688 (Nano) and 4096 (Super, equal))
-DECOUPLED_HEAD_WIDTH = {"deepseek-v3", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b", "nemotron3-nano-30b-a3b",
-                        "nemotron3.5-lightning", "qwen3-235b-a22b"}  # Qwen3: 64 x 128 query width over 4096
+# 2688 (Nano) and 4096 (Super, equal)), DeepSeek-V4 (64 x 512 over 4096)
+DECOUPLED_HEAD_WIDTH = {"deepseek-v3", "deepseek-v4-flash", "kimi-k2", "gpt-oss-120b", "gpt-oss-20b",
+                        "nemotron3-nano-30b-a3b", "nemotron3.5-lightning", "qwen3-235b-a22b"}  # Qwen3: 64 x 128 query width over 4096
 
 
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(CONFIGS, "models", "*.yaml"))))

@@ -37,6 +37,15 @@ FLASH_BWD_RATIO = 2.5
 # (gated: one more read). Ratios from counting Megatron's fused kernels; calibrated through memory_bound.
 ELEMENTWISE_BYTES_PER_H = 24.0
 ELEMENTWISE_BYTES_PER_F = 6.0
+# Hyper-connections with n residual streams (Xie et al. 2025, "mHC", arXiv 2512.24880, section 4.3: the widened
+# residual multiplies the memory traffic, which their fused kernels bring to a 6.7% step-time overhead at n = 4),
+# per sub-layer and token in 16-bit, counting fused kernels: the pre-mix reads the n streams (its weights come from
+# the same read) and writes the sub-layer's input, the post-mix reads the sub-layer's output and the n streams and
+# writes n streams: (3n + 2) h elements where a plain residual add moves 3 h (read 2, write 1). Extra bytes per h
+# per layer (two sub-layers x 2 bytes): 4 (3n + 2 - 3) = 12 n - 4, so 44 at n = 4 against the 24 of
+# ELEMENTWISE_BYTES_PER_H.
+HC_BYTES_PER_H_PER_STREAM = 12.0
+HC_BYTES_SAVED = 4.0
 # Unfused attention (no flash): scale+mask+softmax+dropout over b a s^2 scores, ~10 bytes per score forward.
 SOFTMAX_BYTES_PER_SCORE = 10.0
 # Backward of the memory-bound kernels moves about as many bytes as their forward (validation change; it was
@@ -155,12 +164,13 @@ def layer_flops(mb, seq, model, moe_layer_weight, imbalance=None):
     # a v_head_dim back to h
     qkv = jnp.where(mla, 2.0 * bs * (model.mla_down + model.mla_up),
                     2.0 * bs * h * (model.heads * d + 2.0 * model.kv_heads * d))
-    proj = jnp.where(mla, 2.0 * bs * (model.heads * model.v_head_dim) * h, 2.0 * bs * (model.heads * d) * h)
+    proj = jnp.where(mla, 2.0 * bs * model.mla_out, 2.0 * bs * (model.heads * d) * h)
     mlp = sum(mlp_flops_parts(bs, model, moe_layer_weight, imbalance))
     attn_full = full_attention_flops(mb, seq, model)
     # sliding-window layers: fraction window_fraction of the layers do window_keys_ratio of the full work
     wf = model.window_fraction
     attn = jnp.where(model.window > 0, attn_full * (1.0 - wf + wf * window_keys_ratio(seq, model)), attn_full)
+    attn = jnp.where(model.compressed > 0, attn_full * compressed_keys_ratio(seq, model), attn)
     af = model.attn_fraction  # hybrid models: the share of blocks that are attention blocks
     return af * qkv, af * proj, mlp, af * attn
 
@@ -213,6 +223,25 @@ def window_keys_ratio(seq, model):
     s = 1.0 * seq  # a Python int seq (host-side FLOP counts) would overflow int32 in s * s
     w = jnp.minimum(jnp.maximum(model.window, 1.0), s)
     return (2.0 * s * w - w * w) / (s * s)
+
+
+def compressed_keys_ratio(seq, model, indexer=True):
+    """DeepSeek-V4's attention work (specs.CompressedAttentionSpec), averaged over the layers, as a share of
+    full_attention_flops' s^2 count (doubled like window_keys_ratio: the causal kernel does half of s^2).
+    Every layer: the window band (window_keys_ratio). A CSA layer's query at position t also attends to
+    min(t/r, k) compressed keys (r = csa_ratio, k = index_topk): sum_t = t0^2/(2r) + (s - t0) k with t0 = min(s, r k);
+    its indexer scores all t/r of them with index_width-wide queries and keys (QK^T only, no PV): sum_t t/r =
+    s^2/(2r) at index_width / (heads (d_qk + d_v)) of the main kernel's FLOPs per key. An HCA layer's query attends
+    to all t/r_h compressed keys: s^2/(2 r_h). DeepSeek-V4-Flash at s = 4096: 0.0615 (window) + 21/43 x (0.1875 +
+    0.03125) + 20/43 x 0.0078 = 0.172. indexer=False: the main kernel's keys only."""
+    s = 1.0 * seq
+    r, k = model.csa_ratio, model.index_topk
+    t0 = jnp.minimum(s, r * k)
+    csa = 2.0 * (t0 * t0 / (2.0 * r) + (s - t0) * k) / (s * s)
+    index = model.index_width / (model.heads * (model.qk_head_dim + model.v_head_dim) * r)
+    hca = 1.0 / model.hca_ratio
+    csa = csa + index if indexer else csa
+    return window_keys_ratio(seq, model) + model.csa_fraction * csa + model.hca_fraction * hca
 
 
 def replicated_qkv_flops(mb, seq, model):
@@ -299,8 +328,11 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # saturation (cuDNN's 128-key window on GB200 runs at the unmasked curve's speed); full layers as before. The
     # learned sinks add one logit per head to each softmax denominator: no FLOPs worth counting.
     wf = model.window_fraction
-    win_eff = attention_efficiency(jnp.minimum(jnp.maximum(model.window, 1.0), seq / c), attn_max,
-                                   g.attention_half_seq_full)
+    # DeepSeek-V4's compressed layers: the kernel's efficiency at the keys a query sweeps on average (the window
+    # plus the compressed keys, compressed_keys_ratio's s^2 share x s/2), all layers alike
+    win_keys = jnp.where(model.compressed > 0, 0.5 * seq * compressed_keys_ratio(seq, model, indexer=False),
+                         jnp.minimum(jnp.maximum(model.window, 1.0), seq / c))
+    win_eff = attention_efficiency(win_keys, attn_max, g.attention_half_seq_full)
     # time of the windowed mix / time of the same FLOPs at the full layers' efficiency (1 without windows)
     r = window_keys_ratio(seq, model)
     window_slowdown = jnp.where(model.window > 0,
@@ -332,7 +364,9 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     # flex dispatchers (Training.ep_dedup) do not, and with one local expert there is nothing to sort
     sort_bytes = jnp.where((train.ep_dedup > 0) | (model.experts <= jnp.maximum(ep, 1.0)), 0.0,
                            alltoall_sort_bytes_per_token(model))
-    elem_bytes = g.elementwise_factor * tokens * (ELEMENTWISE_BYTES_PER_H * model.hidden * sublayers / sp_split
+    hc_bytes = jnp.where(model.hc_streams > 1.0, HC_BYTES_PER_H_PER_STREAM * model.hc_streams - HC_BYTES_SAVED, 0.0)
+    elem_bytes = g.elementwise_factor * tokens * ((ELEMENTWISE_BYTES_PER_H + hc_bytes) * model.hidden * sublayers
+                                                  / sp_split
                            + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t
                            + (moe_permute_bytes_per_token(model) + sort_bytes) / sp_split)
     # eager RoPE on this GPU's query heads and key heads (a GQA key head shared by more TP ranks than there are key

@@ -18,8 +18,10 @@ def cp_term(ctx, d, model, train, gpu):
     """(Term, exposed forward seconds per layer)."""
     cp, tp = d.cp, d.tp
     # K and V, 16-bit; MLA rings the up-projected per-head K (d_qk) and V (d_v) (Megatron-Core MLA with CP)
-    kv_chunk_bytes = jnp.where(model.mla > 0,
-                               2.0 * d.mbs * (ctx.seq / cp) * model.heads * (model.qk_head_dim + model.v_head_dim) / tp,
+    # (a shared key/value vector, DeepSeek-V4: one d_qk per token, whole on every TP rank)
+    mla_kv = jnp.where(model.kv_shared > 0, model.qk_head_dim * tp,
+                       model.heads * (model.qk_head_dim + model.v_head_dim))
+    kv_chunk_bytes = jnp.where(model.mla > 0, 2.0 * d.mbs * (ctx.seq / cp) * mla_kv / tp,
                                2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp)
     alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.cp_net.alpha_s, ctx.cp_net.bw_Bps)
     ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)

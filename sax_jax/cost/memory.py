@@ -38,10 +38,14 @@ def activation_bytes_per_layer(mbs, seq, tp, cp, recompute, model, train, gemm_i
     sbh = s * b * h
     sp_div = jnp.where(train.seq_parallel > 0, tp, 1.0)
     # norm inputs 4 sbh (16-bit), QKV and fc1 inputs gin sbh each, two dropout masks sbh each (none without dropout)
-    sp_part = (4.0 + 2.0 * gin + 2.0 * model.dropout) * sbh / sp_div
+    # hyper-connections keep the n residual streams each sub-layer's mix read, 16-bit, for its backward (mHC,
+    # arXiv 2512.24880): n h per sub-layer where a plain residual's norm input (counted above) is one h
+    sp_part = (4.0 + 2.0 * gin + 2.0 * model.dropout + 4.0 * (model.hc_streams - 1.0)) * sbh / sp_div
     # Q, K, V (16-bit, for the attention backward); MLA: a heads of d_qk for Q and K, d_v for V
     mla = model.mla > 0
-    qkv = jnp.where(mla, 2.0 * s * b * model.heads * (2.0 * model.qk_head_dim + model.v_head_dim),
+    # a shared key/value vector (DeepSeek-V4) is one d_qk per token, not a key and a value per head
+    qkv = jnp.where(mla, jnp.where(model.kv_shared > 0, 2.0 * s * b * (model.heads + 1.0) * model.qk_head_dim,
+                                   2.0 * s * b * model.heads * (2.0 * model.qk_head_dim + model.v_head_dim)),
                     2.0 * s * b * (model.heads * model.head_dim + 2.0 * model.kv_heads * model.head_dim))
     # attention output: 16-bit for the attention backward, plus the projection's own copy when it is FP8
     proj_in = (2.0 + jnp.where(gin < 2.0, gin, 0.0)) * s * b * model.heads * jnp.where(mla, model.v_head_dim,
@@ -119,7 +123,7 @@ def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
     # MLA: up/output projections split over TP, the down projections duplicated on every rank (x tp here, / tp
     # below)
     attn = jnp.where(model.mla > 0,
-                     model.mla_up + model.heads * model.v_head_dim * h + model.mla_rep_params * tp + 2.0 * h,
+                     model.mla_up + model.mla_out + model.mla_rep_params * tp + 2.0 * h,
                      h * (model.heads * d + 2.0 * model.kv_heads * d) + model.heads * d * h + 2.0 * h)
     dense_mlp = model.mlp_mats * h * model.ffn
     # routed experts in the LatentMoE width (exactly h without one), shared experts at h with their own width
@@ -133,6 +137,9 @@ def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
     dense = layers_stage * (model.attn_fraction * attn + (model.mlp_fraction - model.moe_fraction) * dense_mlp
                             + model.moe_fraction * (model.shared_experts * shared_mlp + 2.0 * h * model.moe_latent)
                             + model.mamba_fraction * mamba) / tp
+    # mHC's mixing weights (specs.ModelSpec.hyper_params_per_layer), whole on every TP rank; 0 for one stream
+    n = model.hc_streams
+    dense = dense + layers_stage * jnp.where(n > 1.0, 2.0 * (n * h * (2.0 + n) * n + (2.0 + n) * n + 3.0), 0.0)
     experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (etp * ep)
     experts = experts * model.expert_slots  # redundant expert replicas (EPLB; cost/expert_placement.py), 1 without
     # input embedding on the first stage; with one stage the output layer too unless tied

@@ -86,7 +86,9 @@ def quantized_elements(model, tokens, t, sp_split):
     dense = model.mlp_fraction - moe
     mla = model.mla > 0
     # attention: QKV output width (MLA: the down projections' latents and the up projections' heads), projection in
-    qkv_out = jnp.where(mla, model.mla_latent + model.heads * (model.qk_head_dim + model.v_head_dim),
+    # (a shared key/value vector has no up projection: the heads' queries only)
+    qkv_out = jnp.where(mla, model.mla_latent + model.heads * jnp.where(model.kv_shared > 0, model.qk_head_dim,
+                                                                         model.qk_head_dim + model.v_head_dim),
                         (model.heads + 2.0 * model.kv_heads) * model.head_dim)
     proj_in = model.heads * jnp.where(mla, model.v_head_dim, model.head_dim)
     # MoE: each routed copy (top_k x the busiest GPU's imbalance) and each shared expert has its own FC1 input and

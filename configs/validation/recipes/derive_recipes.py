@@ -492,6 +492,13 @@ def layout_mismatches(row, layout):
     return out
 
 
+# Providers AutoBridge builds from the model's HF config.json at run time (the recipe calls
+# AutoBridge.from_hf_pretrained, which this interpreter cannot follow): the fields the bridge copies from the config
+# that the recipe leaves alone. DeepSeek-V4-Flash: models/deepseek/deepseek_v4_bridge.py sets
+# provider.mtp_num_layers = num_nextn_predict_layers, 1 in its config.json (configs/models/deepseek-v4-flash.yaml).
+HF_PROVIDER_FIELDS = {'deepseek-v4-flash': {'mtp_num_layers': 1}}
+
+
 def extract(cfg, row, ctx, it, prec):
     m = g(cfg, 'model') or {}
     notes = []
@@ -523,7 +530,11 @@ def extract(cfg, row, ctx, it, prec):
         so = g(m, 'moe_shared_expert_overlap'); pf = g(m, 'moe_permute_fusion')
         if so is not None: notes.append(f'moe_shared_expert_overlap={fmt(so)}')
         if pf is not None: notes.append(f'moe_permute_fusion={fmt(pf)}')
-    mtp = g(m, 'mtp_num_layers') or 0
+    mtp = g(m, 'mtp_num_layers')
+    if mtp is None and isinstance(m, UObj):
+        mtp = HF_PROVIDER_FIELDS.get(row['model'], {}).get('mtp_num_layers')
+        if mtp: notes.append(f'mtp_num_layers={mtp} from the HF config (AutoBridge provider)')
+    mtp = mtp or 0
     tpo = g(cfg, 'comm_overlap', 'tp_comm_overlap')
     tp = g(m, 'tensor_model_parallel_size')
     if tpo and tp == 1: notes.append('tp_comm_overlap requested but TP=1 (inactive)')
