@@ -35,6 +35,12 @@ from .provision import provisioned
 from .stage_cost import last_stage_extra_s, stage_layer_s
 
 SEARCH_STEPS = 24  # bisection steps of min_max_split: exact for up to 2^24 units
+# Times within this relative distance count as equal when a unit is tried against a candidate time (_fits). Types
+# whose per-layer times stand in exact ratios (2:3, a stage with the output layer at a whole number of layers' time)
+# tie in real arithmetic; in float32 the tie falls either way by a rounding ulp, and which way depends on how XLA
+# fuses the program (an FMA here and not there), so the same design split its layers differently in a batch than
+# alone. 1e-5 is ~80 float32 ulps, 10 us of a 1 s stage: no physical difference.
+TIE_RTOL = 1e-5
 
 
 class HeteroP(NamedTuple):
@@ -47,8 +53,9 @@ class HeteroP(NamedTuple):
 
 
 def _fits(t, offset, slope, cmax):
-    """Largest c in [0, cmax] with offset + slope c <= t, per group (the same float expression as the times, so a
-    group's own candidate time always fits itself)."""
+    """Largest c in [0, cmax] with offset + slope c <= t (1 + TIE_RTOL), per group: a group's own candidate time
+    always fits itself, and a tie with another group's time resolves the same way whatever the rounding."""
+    t = t + TIE_RTOL * jnp.abs(t)
     c = jnp.clip(jnp.floor((t - offset) / slope), 0.0, cmax)
     c = jnp.where((c < cmax) & (offset + slope * (c + 1.0) <= t), c + 1.0, c)
     return jnp.where((c > 0.0) & (offset + slope * c > t), c - 1.0, c)
@@ -58,9 +65,10 @@ def min_max_split(offset, slope, weight, need):
     """Integer units c_k >= 1 per group minimizing max_k (offset_k + slope_k c_k) subject to
     sum_k weight_k c_k >= need, over the groups with weight_k > 0 (the rest get 0). Returns (c [K], that max).
 
-    Exact: the optimum is some group's time offset_j + slope_j c; for each j a bisection finds the least c whose
-    time lets every group fit enough units (capacity is monotone in time), the least of those over j wins, and
-    no group may go below one unit (the least time at which every group fits one)."""
+    Exact up to TIE_RTOL (times that close count as one): the optimum is some group's time offset_j + slope_j c;
+    for each j a bisection finds the least c whose time lets every group fit enough units (capacity is monotone in
+    time), the least of those over j wins, and no group may go below one unit (the least time at which every group
+    fits one)."""
     active = weight > 0.0
     cmax = jnp.ceil(need) + 1.0
     slope = jnp.where(active, slope, 1.0)
