@@ -106,3 +106,20 @@ def test_sweep_json_carries_warnings(capsys, tmp_path):
     assert {"beyond_validated_gpus", "beyond_validated_levels"} <= kinds(rec["warnings"])
     on_disk = json.load(open(tmp_path / "o" / "result.json"))
     assert on_disk["warnings"] == rec["warnings"]
+
+
+def test_v4_kernels_flagged_and_the_stated_error_is_the_validated_one(tmp_path):
+    """A scenario with DeepSeek-V4-Flash is told its sparse-attention and hyper-connection kernels are modelled in
+    part, with the validated error of the two published runs; a GQA model is not."""
+    import dataclasses
+    from sax_jax import validation as V
+    from sax_jax.trust import UNMODELLED_KERNELS_ERROR
+    from conftest import bundled_model
+    dense = sx.load_scenario(DEFAULT)
+    assert "unmodelled_kernels" not in kinds(scenario_warnings(dense))
+    v4 = dataclasses.replace(dense, model=bundled_model("deepseek-v4-flash"))
+    (w,) = [w for w in scenario_warnings(v4) if w["kind"] == "unmodelled_kernels"]
+    assert "26-28% faster than measured" in w["message"]
+    cases = [c for c in V.load_all().cases if c.scenario.model.compressed_attention is not None]
+    errors = sorted(r["step_time_error"] for r in V.evaluate_cases(cases))
+    assert errors == pytest.approx(sorted(UNMODELLED_KERNELS_ERROR), abs=5e-4)
