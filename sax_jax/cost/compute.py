@@ -37,8 +37,8 @@ FLASH_BWD_RATIO = 2.5
 # (gated: one more read). Ratios from counting Megatron's fused kernels; calibrated through memory_bound.
 ELEMENTWISE_BYTES_PER_H = 24.0
 ELEMENTWISE_BYTES_PER_F = 6.0
-# Hyper-connections with n residual streams (Xie et al. 2025, "mHC", arXiv 2512.24880, section 4.3: the widened
-# residual multiplies the memory traffic, which their fused kernels bring to a 6.7% step-time overhead at n = 4),
+# Hyper-connections with n residual streams (Xie et al. 2025, "mHC", arXiv 2512.24880: the widened residual
+# multiplies the memory traffic, which their fused kernels bring to a 6.7% step-time overhead at n = 4),
 # per sub-layer and token in 16-bit, counting fused kernels: the pre-mix reads the n streams (its weights come from
 # the same read) and writes the sub-layer's input, the post-mix reads the sub-layer's output and the n streams and
 # writes n streams: (3n + 2) h elements where a plain residual add moves 3 h (read 2, write 1). Extra bytes per h
@@ -365,8 +365,8 @@ def layer_times(design_tp, design_cp, mbs, seq, model, g, train, pp=1.0, vpp=1.0
     sort_bytes = jnp.where((train.ep_dedup > 0) | (model.experts <= jnp.maximum(ep, 1.0)), 0.0,
                            alltoall_sort_bytes_per_token(model))
     hc_bytes = jnp.where(model.hc_streams > 1.0, HC_BYTES_PER_H_PER_STREAM * model.hc_streams - HC_BYTES_SAVED, 0.0)
-    elem_bytes = g.elementwise_factor * tokens * ((ELEMENTWISE_BYTES_PER_H + hc_bytes) * model.hidden * sublayers
-                                                  / sp_split
+    per_h = ELEMENTWISE_BYTES_PER_H + hc_bytes  # the residual's and norms' bytes per hidden element, streams included
+    elem_bytes = g.elementwise_factor * tokens * (per_h * model.hidden * sublayers / sp_split
                            + ELEMENTWISE_BYTES_PER_F * (dense_ffn + expert_ffn) * model.mlp_mats / 2.0 / t
                            + (moe_permute_bytes_per_token(model) + sort_bytes) / sp_split)
     # eager RoPE on this GPU's query heads and key heads (a GQA key head shared by more TP ranks than there are key
