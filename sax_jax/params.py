@@ -117,6 +117,7 @@ class ModelP(NamedTuple):
     index_topk: jnp.ndarray
     index_width: jnp.ndarray
     hc_streams: jnp.ndarray  # residual streams (mHC expansion rate; 1: a plain residual)
+    hc_params: jnp.ndarray  # their mixing weights per layer (specs.ModelSpec.hyper_params_per_layer; 0 for one stream)
     rope_scaled: jnp.ndarray  # 1 if the rotary cos/sin carry a YaRN attention factor other than 1
     # blocks (specs.HybridSpec): share of the layers with attention / an MLP or MoE / a Mamba-2 mixer; a
     # transformer has (1, 1, 0)
@@ -326,7 +327,7 @@ def model_params(m: ModelSpec, dtype=jnp.float32) -> ModelP:
         moe_fraction=(m.n_moe_layers / m.layers) if moe else 0.0, imbalance=moe.imbalance if moe else 1.0,
         locality=moe.locality if moe else 0.0, expert_slots=1.0, **_mla_values(m),
         **_window_values(m), rope_scaled=float(m.rope_attention_factor != 1.0),
-        hc_streams=m.hyper_connections, **_block_values(m))
+        hc_streams=m.hyper_connections, hc_params=m.hyper_params_per_layer(), **_block_values(m))
 
 
 def _window_values(m: ModelSpec) -> dict:

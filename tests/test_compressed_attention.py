@@ -129,7 +129,7 @@ def test_hyper_connections_store_their_streams_and_weights(p_flash):
     """Activations: 4 - 1 more h-wide 16-bit copies per sub-layer (2 per layer): 12 s b h bytes. Weights: the
     mixing projections on every GPU."""
     m4 = p_flash.model
-    m1 = m4._replace(hc_streams=jnp.float64(1.0))
+    m1 = m4._replace(hc_streams=jnp.float64(1.0), hc_params=jnp.float64(0.0))
     t = p_flash.train
 
     def act(m):

@@ -137,9 +137,8 @@ def params_per_gpu(tp, pp, ep, model, layers_stage, etp=None):
     dense = layers_stage * (model.attn_fraction * attn + (model.mlp_fraction - model.moe_fraction) * dense_mlp
                             + model.moe_fraction * (model.shared_experts * shared_mlp + 2.0 * h * model.moe_latent)
                             + model.mamba_fraction * mamba) / tp
-    # mHC's mixing weights (specs.ModelSpec.hyper_params_per_layer), whole on every TP rank; 0 for one stream
-    n = model.hc_streams
-    dense = dense + layers_stage * jnp.where(n > 1.0, 2.0 * (n * h * (2.0 + n) * n + (2.0 + n) * n + 3.0), 0.0)
+    # mHC's mixing weights, whole on every TP rank (0 for one stream)
+    dense = dense + layers_stage * model.hc_params
     experts = layers_stage * model.moe_fraction * model.experts * expert_mlp / (etp * ep)
     experts = experts * model.expert_slots  # redundant expert replicas (EPLB; cost/expert_placement.py), 1 without
     # input embedding on the first stage; with one stage the output layer too unless tied
