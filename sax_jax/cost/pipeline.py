@@ -11,7 +11,9 @@ round trip from i to the last stage and back takes (p-i) T0 + 2 D_i (D_i = hop c
 cycle is at least T0 + 2 D_i / w_i: one slow hop just before the last stage stretches every cycle by ~c.
 The worst stage is the first one or the one just upstream of the last boundary of some level, so only those
 are evaluated. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
-of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory.
+of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory. Megatron's
+interleaved schedule warms up p - 2 chunks beyond its lap and so hides hops up to a third of a chunk's cycle
+(interleaved_stretch_s); its overlapped send and receive kernels slow the GEMMs beside them instead.
 """
 from typing import NamedTuple
 
@@ -22,9 +24,11 @@ from ..space import Schedule
 from .context import ACT_BYTES
 from .memory import activation_bytes_per_layer, in_flight_microbatches
 from .offload import offloaded_layers
+from .overlap import nccl_price
 from .placement import hops_per_level
 from .terms import Term
 
+P2P_KERNELS_PER_CHUNK = 4.0  # per chunk a stage receives and sends the activation, and the gradient back
 LATENCY_AWARE_THRESHOLD = 0.1  # hops whose round trip is under 10% of a cycle get no extra warm-up
 
 
@@ -47,6 +51,44 @@ def _candidate_stages(p, m_pp, k_pp, hop_s):
     return out
 
 
+def wrap_hop_s(hop_s, hops_per_level):
+    """One hop from the last stage back to the first (an interleaved chunk's next lap): it crosses the highest level
+    the chain crosses; 0 without hops."""
+    levels = jnp.arange(hop_s.shape[0])
+    top = jnp.max(jnp.where(hops_per_level > 0.5, levels, -1))
+    return jnp.sum(jnp.where(levels == top, hop_s, 0.0))
+
+
+def interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level):
+    """Seconds hop delays add to the steady state of Megatron-Core's interleaved 1F1B (hops_per_level of a linear
+    chain; the fill and drain are charged apart).
+
+    Its first stage warms up with 2 (p - 1) + (v - 1) p chunk forwards, p - 2 more than one lap of p v chunks
+    (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving's
+    num_warmup_microbatches; 1F1B's stage warms up with p - 1 microbatches, no more than its lap); then every stage runs
+    one chunk forward and one chunk backward per cycle T = (t_f + t_b) / v. A periodic steady state of cycle T' must
+    carry each dependency loop's work and hops within the cycles the loop spans:
+    - two adjacent stages: stage r + 1 runs a chunk's forward two cycles after stage r did (plus the hop c between
+      them), and stage r's backward of a chunk waits for stage r + 1's (plus c); with each stage starting a kernel as
+      soon as its input is there, the pair settles at 3 T' = 2 (T + c) (the slowest hop binds);
+    - the ring: the last stage's backward of a chunk waits for the first stage's backward of the next chunk, one lap
+      of p cycles earlier, after p backward chunks and the p hops of the ring (p - 1 along the chain and the wrap
+      from the last stage to the first, which crosses the highest level the chain crosses), so
+      p T' >= p t_b / v + sum of the ring's hops; the forward wrap likewise with t_f.
+    Below those bounds the extra warm-up hides every hop: a discrete-event replay of the schedule
+    (tests/test_pipeline_interleaved.py) pays only fill and drain up to c = T/3 on uniform hops (t_b = 2 t_f) and
+    C = T/2 on one slow hop, where 1F1B stretches every cycle by 2 (p - 1) c / p from the first hop on. Past them
+    each of the first stage's steady cycles lasts T': within -11% / +19% of the replay on uniform hops and -12% /
+    +13% on one slow hop."""
+    t_cycle = (t_f + t_b) / v
+    c_max = jnp.max(jnp.where(hops_per_level > 0.5, hop_s, 0.0))
+    ring = jnp.sum(hops_per_level * hop_s) + wrap_hop_s(hop_s, hops_per_level)
+    cycle = jnp.maximum(jnp.maximum(t_cycle, 2.0 / 3.0 * (t_cycle + c_max)),
+                        jnp.maximum(t_f, t_b) / v + ring / jnp.maximum(p, 1.0))
+    steady_cycles = jnp.maximum(micro * v - (v - 1.0) * p - 2.0 * (p - 1.0), 0.0)
+    return steady_cycles * (cycle - t_cycle)
+
+
 def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level, m_pp, k_pp):
     """Returns (total seconds, seconds without hop delays, extra warm-up microbatches of latency-aware).
 
@@ -67,8 +109,10 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     base = micro * t0 + bubble
 
     chunks = jnp.where(schedule == Schedule.INTERLEAVED, v, 1.0)  # an interleaved microbatch crosses every hop v times
-    total_delay = jnp.sum(hops_per_level * hop_s) * chunks
-    fill = 2.0 * total_delay
+    chain_delay = jnp.sum(hops_per_level * hop_s)
+    total_delay = chain_delay * chunks
+    # and from the last stage back to the first between its laps (v - 1 times): part of the fill and drain
+    fill = 2.0 * (total_delay + (chunks - 1.0) * wrap_hop_s(hop_s, hops_per_level))
 
     last_units = _candidate_stages(p, m_pp, k_pp, hop_s * chunks)
     window_mult = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
@@ -79,7 +123,10 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
     no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
-    hop_time = fill + jnp.where(no_stretch, 0.0, (micro - 1.0) * stretch)
+    interleaved = schedule == Schedule.INTERLEAVED
+    steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level),
+                       jnp.where(no_stretch, 0.0, (micro - 1.0) * stretch))
+    hop_time = fill + steady
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
     return base + hop_time, base, extra
@@ -102,6 +149,15 @@ def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
     total_s, base_s, extra_warmup = pipeline_time_s(d.schedule, pp, micro, d.vpp, t_f, t_b, t_w, hop_s, hop_levels,
                                                     ctx.pp.members, ctx.pp.participants)
     steady_s = micro * (t_f + t_b)
+    # Interleaved 1F1B overlaps its sends and receives with compute (Megatron-Bridge sets overlap_p2p_comm when
+    # vpp > 1, training/comm_overlap.py): the schedule hides their wire time (interleaved_stretch_s) but the NCCL
+    # kernels run beside the GEMMs, which pay their SM share and contention (overlap.nccl_price) for as long
+    # as they run: per chunk a stage receives and sends the activation and the gradient, P2P_KERNELS_PER_CHUNK
+    # kernels of one hop's wire time each (the ring's mean hop)
+    ring_hop_s = jnp.sum(hop_levels * hop_s) / jnp.maximum(pp - 1.0, 1.0)
+    p2p_price_s = jnp.where(d.schedule == Schedule.INTERLEAVED,
+                            nccl_price(gpu) * P2P_KERNELS_PER_CHUNK * micro * d.vpp * ring_hop_s, 0.0)
+    total_s = total_s + p2p_price_s
     in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
     # the first stage: the most microbatches in flight (with the embedding counted as a layer a middle stage
     # holds one layer more and two chunks fewer in flight); offloaded layers sit in host memory
