@@ -139,4 +139,5 @@ def test_interleaving_hides_what_1f1b_pays():
 
 
 def test_stretch_is_zero_without_hops():
-    assert float(interleaved_stretch_s(F(8), F(64), F(5), F(0.05), F(0.1), F([0.0, 0.0]), F([7.0, 0.0]))) == 0.0
+    assert float(interleaved_stretch_s(F(8), F(64), F(5), F(0.05), F(0.1), F([0.0, 0.0]), F([7.0, 0.0]), F(0.0),
+                                       F(0.0))) == 0.0

@@ -59,9 +59,10 @@ def wrap_hop_s(hop_s, hops_per_level):
     return jnp.sum(jnp.where(levels == top, hop_s, 0.0))
 
 
-def interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level):
+def interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level, chain_s, wrap_s):
     """Seconds hop delays add to the steady state of Megatron-Core's interleaved 1F1B (hops_per_level of a linear
-    chain; the fill and drain are charged apart).
+    chain, whose hops add up to chain_s; wrap_s the hop back from its last stage to its first, wrap_hop_s; the fill
+    and drain are charged apart).
 
     Its first stage warms up with 2 (p - 1) + (v - 1) p chunk forwards, p - 2 more than one lap of p v chunks
     (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving's
@@ -82,7 +83,7 @@ def interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level):
     +13% on one slow hop."""
     t_cycle = (t_f + t_b) / v
     c_max = jnp.max(jnp.where(hops_per_level > 0.5, hop_s, 0.0))
-    ring = jnp.sum(hops_per_level * hop_s) + wrap_hop_s(hop_s, hops_per_level)
+    ring = chain_s + wrap_s
     cycle = jnp.maximum(jnp.maximum(t_cycle, 2.0 / 3.0 * (t_cycle + c_max)),
                         jnp.maximum(t_f, t_b) / v + ring / jnp.maximum(p, 1.0))
     steady_cycles = jnp.maximum(micro * v - (v - 1.0) * p - 2.0 * (p - 1.0), 0.0)
@@ -112,7 +113,8 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     chain_delay = jnp.sum(hops_per_level * hop_s)
     total_delay = chain_delay * chunks
     # and from the last stage back to the first between its laps (v - 1 times): part of the fill and drain
-    fill = 2.0 * (total_delay + (chunks - 1.0) * wrap_hop_s(hop_s, hops_per_level))
+    wrap = wrap_hop_s(hop_s, hops_per_level)
+    fill = 2.0 * (total_delay + (chunks - 1.0) * wrap)
 
     last_units = _candidate_stages(p, m_pp, k_pp, hop_s * chunks)
     window_mult = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
@@ -124,7 +126,8 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
     no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
     interleaved = schedule == Schedule.INTERLEAVED
-    steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level),
+    steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
+                                                          chain_delay, wrap),
                        jnp.where(no_stretch, 0.0, (micro - 1.0) * stretch))
     hop_time = fill + steady
 
