@@ -8,9 +8,11 @@ et al. 2021); ZB-H1 (p-1)(F + B - W) and ZB-H2 (p-1)(F + B - 2W) with B = t_B - 
 Hops: a pipeline hop at level L costs c_L = alpha_L + activation bytes / bandwidth. Filling and draining the
 pipe adds 2 sum_j c_j. In the steady state a stage i keeps w_i microbatches in flight (1F1B: p - i) while one
 round trip from i to the last stage and back takes (p-i) T0 + 2 D_i (D_i = hop costs downstream of i), so its
-cycle is at least T0 + 2 D_i / w_i: one slow hop just before the last stage stretches every cycle by ~c.
-The worst stage is the first one or the one just upstream of the last boundary of some level, so only those
-are evaluated. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
+cycle is at least T0 + 2 D_i / w_i (the window bound); the worst stage is the first one or the one just upstream
+of the last boundary of some level, so only those are evaluated. Two adjacent stages bound it too (pair_stretch):
+the upstream one warms up only s = 1 (1F1B, ZB-H1) or 2 (ZB-H2) microbatches more, so one slow hop c anywhere
+stretches 1F1B's cycle to T0 + c. Zero-bubble schedules run their weight gradients while they wait, which keeps
+them off both loops. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
 of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory. Megatron's
 interleaved schedule warms up p - 2 chunks beyond its lap and so hides hops up to a third of a chunk's cycle
 (interleaved_stretch_s); its overlapped send and receive kernels slow the GEMMs beside them instead.
@@ -57,6 +59,38 @@ def wrap_hop_s(hop_s, hops_per_level):
     levels = jnp.arange(hop_s.shape[0])
     top = jnp.max(jnp.where(hops_per_level > 0.5, levels, -1))
     return jnp.sum(jnp.where(levels == top, hop_s, 0.0))
+
+
+def pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp):
+    """(seconds each steady cycle of the pair across the slowest hop c grows by, how many such cycles) for 1F1B,
+    ZB-H1 and ZB-H2.
+
+    The upstream stage of a pair warms up s microbatches more than the downstream one (1F1B and ZB-H1: s = 1;
+    ZB-H2: s = 2, its warm-up 2 (p - r) - 1 falls by 2 per stage, Qi et al. 2024, the manual order of
+    sail-sg/zero-bubble-pipeline-parallelism's scheduler/zb.py). The pair's critical loop runs a forward from the
+    upstream stage to the downstream one, the downstream forward and backward, the backward back and the upstream
+    backward and next forward: 2 (t_f + t_crit) + 2 c of work and hops for every s + 1 microbatches, so a cycle lasts
+    at least (2 (t_f + t_crit) + 2 c) / (s + 1). 1F1B's t_crit is the whole backward (the cycle becomes T0 + c, one
+    slow hop anywhere in the chain); zero-bubble schedules run deferred weight gradients while they wait, so only
+    the input-gradient part t_b - t_w is on the loop. The loop binds once the stage above the last slow hop, with u
+    stages below it, has finished its warm-up of about s u microbatches (1F1B: p - r - 1 = u), so for m - s u
+    cycles. A discrete-event replay
+    of each order (tests/test_pipeline_slow_hop.py) finds this cycle whatever p and wherever the slow hop sits,
+    where the round trip through the downstream stages (the window bound) gives 2 c / (p - r) and underestimates
+    it p / 2 times for a hop at the middle of a 1F1B chain."""
+    levels = jnp.arange(hop_s.shape[0])
+    crossed = hops_per_level > 0.5
+    c_max = jnp.max(jnp.where(crossed, hop_s, 0.0))
+    # the slowest crossed level (the highest on ties) and the stages of one unit just below it
+    slow = jnp.max(jnp.where(crossed & (hop_s >= c_max), levels, -1))
+    m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
+    u = jnp.sum(jnp.where(levels == slow, m_below, 0.0))
+    zero_bubble = (schedule == Schedule.ZB_H1) | (schedule == Schedule.ZB_H2)
+    slack = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)
+    t_crit = jnp.where(zero_bubble, t_b - t_w, t_b)
+    cycle = (2.0 * (t_f + t_crit) + 2.0 * c_max) / (slack + 1.0)
+    steady = jnp.maximum(micro - slack * u, 0.0)
+    return jnp.maximum(cycle - (t_f + t_b), 0.0), steady
 
 
 def interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level, chain_s, wrap_s):
@@ -117,18 +151,21 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     fill = 2.0 * (total_delay + (chunks - 1.0) * wrap)
 
     last_units = _candidate_stages(p, m_pp, k_pp, hop_s * chunks)
+    # a microbatch's round trip from a stage back to it; zero-bubble schedules run weight gradients while they wait
+    t_loop = jnp.where((schedule == Schedule.ZB_H1) | (schedule == Schedule.ZB_H2), t_f + b_input, t0)
     window_mult = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)  # ZB-H2 keeps ~2x the microbatches in flight
     cycles = []
     for w, d, ok in [(p, total_delay, jnp.ones_like(p))] + last_units:
         w_eff = jnp.minimum(window_mult * w - (window_mult - 1.0), jnp.maximum(micro, 1.0))
-        cyc = (jnp.minimum(w, micro) * t0 + 2.0 * d) / jnp.maximum(w_eff, 1.0)
+        cyc = (jnp.minimum(w, micro) * t_loop + 2.0 * d) / jnp.maximum(w_eff, 1.0)
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
+    pair_s, pair_cycles = pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp)
     no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
     interleaved = schedule == Schedule.INTERLEAVED
     steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
                                                           chain_delay, wrap),
-                       jnp.where(no_stretch, 0.0, (micro - 1.0) * stretch))
+                       jnp.where(no_stretch, 0.0, jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s)))
     hop_time = fill + steady
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
