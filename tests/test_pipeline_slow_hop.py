@@ -176,3 +176,69 @@ def test_latency_aware_warm_up_leaves_only_fill_and_drain(p, units, c_over_t0):
             - replay(Schedule.LATENCY_AWARE, p, m, 1.0, 2.0, 0.0, [0.0] * (p - 1), warm_up))
     assert paid == pytest.approx(2.0 * sum(hops))
     assert model_hop_s(Schedule.LATENCY_AWARE, p, m, 1.0, 2.0, 0.0, levels) == pytest.approx(paid, rel=1e-5)
+
+
+def megatron_blocking_1f1b(p, m, t_f, t_b, hops):
+    """Makespan of Megatron-Core's non-interleaved 1F1B with its blocking point-to-point calls
+    (forward_backward_pipelining_without_interleaving: recv_forward, send_forward, send_forward_recv_backward,
+    send_backward_recv_forward, each a batch of sends and receives waited on together). A transfer completes one hop
+    after both ends have posted it (an NCCL send larger than its channel buffers needs the receiver), and a batch when
+    all its transfers have."""
+    def program(r):
+        warm, first, last = min(p - r - 1, m), r == 0, r == p - 1
+        recv_f = lambda k: [] if first else [("f", k, r - 1)]  # noqa: E731
+        send_f = lambda k: [] if last else [("f", k, r)]  # noqa: E731
+        recv_b = lambda j: [] if last else [("b", j, r + 1)]  # noqa: E731
+        send_b = lambda j: [] if first else [("b", j, r)]  # noqa: E731
+        ops = []
+        for k in range(warm):
+            ops += [recv_f(k), ("F",), send_f(k)]
+        ops.append(recv_f(warm) if warm < m else [])
+        for i in range(m - warm):
+            ops += [("F",), send_f(warm + i) + recv_b(i), ("B",)]
+            ops.append(send_b(i) + (recv_f(warm + i + 1) if warm + i + 1 < m else []))
+        for i in range(m - warm, m):
+            ops += [recv_b(i), ("B",), send_b(i)]
+        return [op for op in ops if op]
+
+    programs = [program(r) for r in range(p)]
+    clock, nxt, posted = [0.0] * p, [0] * p, {}
+    left = sum(map(len, programs))
+    while left:
+        moved = False
+        for r in range(p):
+            while nxt[r] < len(programs[r]):
+                op = programs[r][nxt[r]]
+                if op in (("F",), ("B",)):
+                    clock[r] += t_f if op == ("F",) else t_b
+                else:
+                    ends = []
+                    for kind, k, sender in op:
+                        posts = posted.setdefault((kind, k, sender), {})
+                        posts.setdefault(r, clock[r])
+                        hop = hops[sender] if kind == "f" else hops[sender - 1]
+                        ends.append(max(posts.values()) + hop if len(posts) == 2 else None)
+                    if None in ends:
+                        break
+                    clock[r] = max([clock[r]] + ends)
+                nxt[r] += 1
+                left -= 1
+                moved = True
+        assert moved, "the order deadlocked"
+    return max(clock)
+
+
+@pytest.mark.parametrize("p", [4, 8, 16])
+@pytest.mark.parametrize("c", [0.3, 3.0])
+def test_blocking_sends_keep_the_pair_cycle(p, c):
+    # Megatron's own blocking 1F1B over one slow hop between two buildings: each steady cycle still lasts T0 + c,
+    # the pair bound; without any hop the blocking run is the plain 1F1B makespan (m + p - 1) T0
+    hops = [0.0] * (p - 1)
+    hops[p // 2 - 1] = c
+    assert megatron_blocking_1f1b(p, 2 * p, 1.0, 2.0, [0.0] * (p - 1)) == pytest.approx((3 * p - 1) * 3.0)
+    slope = (megatron_blocking_1f1b(p, 16 * p, 1.0, 2.0, hops)
+             - megatron_blocking_1f1b(p, 8 * p, 1.0, 2.0, hops)) / (8 * p)
+    assert slope == pytest.approx(3.0 + c, rel=1e-6)
+    stretch, _ = pair_stretch(F(Schedule.ONE_F_ONE_B), F(16 * p), F(1.0), F(2.0), F(0.0), F([0.0, c]),
+                              F([p - 2.0, 1.0]), F([p // 2, p]))
+    assert 3.0 + float(stretch) == pytest.approx(slope, rel=1e-6)
