@@ -61,6 +61,32 @@ def wrap_hop_s(hop_s, hops_per_level):
     return jnp.sum(jnp.where(levels == top, hop_s, 0.0))
 
 
+def slowest_hop(hop_s, hops_per_level, m_pp):
+    """(delay of the slowest hop the chain crosses, the stages of one unit just below its level)."""
+    levels = jnp.arange(hop_s.shape[0])
+    crossed = hops_per_level > 0.5
+    c_max = jnp.max(jnp.where(crossed, hop_s, 0.0))
+    slow = jnp.max(jnp.where(crossed & (hop_s >= c_max), levels, -1))  # the highest such level on ties
+    m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
+    return c_max, jnp.sum(jnp.where(levels == slow, m_below, 0.0))
+
+
+def blocking_warmup_s(schedule, micro, t_f, t_b, hop_s, hops_per_level, m_pp):
+    """Seconds Megatron-Core's blocking sends add to 1F1B's warm-up above the slowest hop c.
+
+    Non-interleaved 1F1B waits on each batch of sends and receives (forward_backward_pipelining_without_interleaving:
+    send_forward, send_forward_recv_backward, ...), and an NCCL send larger than its channel buffers needs its
+    receiver, so each warm-up forward of the stage above the hop waits for its hand-over: with u stages below the hop,
+    (min(u, m) - 1) max(c - t_f, 2 c - T0, 0). The steady cycle keeps the pair bound T0 + c. Both are what a replay of
+    those blocking calls gives (tests/test_pipeline_slow_hop.py, exact for four splits of t_f and t_b); interleaved,
+    zero-bubble and latency-aware schedules post their transfers without waiting on them."""
+    c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
+    t0 = t_f + t_b
+    wait = jnp.maximum(jnp.maximum(c_max - t_f, 2.0 * c_max - t0), 0.0)
+    waits = jnp.maximum(jnp.minimum(u, micro) - 1.0, 0.0)
+    return jnp.where(schedule == Schedule.ONE_F_ONE_B, waits * wait, 0.0)
+
+
 def pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp):
     """(seconds each steady cycle of the pair across the slowest hop c grows by, how many such cycles) for 1F1B,
     ZB-H1 and ZB-H2.
@@ -78,13 +104,7 @@ def pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp):
     of each order (tests/test_pipeline_slow_hop.py) finds this cycle whatever p and wherever the slow hop sits,
     where the round trip through the downstream stages (the window bound) gives 2 c / (p - r) and underestimates
     it p / 2 times for a hop at the middle of a 1F1B chain."""
-    levels = jnp.arange(hop_s.shape[0])
-    crossed = hops_per_level > 0.5
-    c_max = jnp.max(jnp.where(crossed, hop_s, 0.0))
-    # the slowest crossed level (the highest on ties) and the stages of one unit just below it
-    slow = jnp.max(jnp.where(crossed & (hop_s >= c_max), levels, -1))
-    m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
-    u = jnp.sum(jnp.where(levels == slow, m_below, 0.0))
+    c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
     zero_bubble = (schedule == Schedule.ZB_H1) | (schedule == Schedule.ZB_H2)
     slack = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)
     t_crit = jnp.where(zero_bubble, t_b - t_w, t_b)
@@ -166,7 +186,7 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
                                                           chain_delay, wrap),
                        jnp.where(no_stretch, 0.0, jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s)))
-    hop_time = fill + steady
+    hop_time = fill + steady + blocking_warmup_s(schedule, micro, t_f, t_b, hop_s, hops_per_level, m_pp)
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
     return base + hop_time, base, extra
