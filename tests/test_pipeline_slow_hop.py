@@ -17,7 +17,7 @@ import pytest
 
 import jax.numpy as jnp
 
-from sax_jax.cost.pipeline import LATENCY_AWARE_THRESHOLD, pair_stretch, pipeline_time_s
+from sax_jax.cost.pipeline import LATENCY_AWARE_THRESHOLD, pair_stretch, pipeline_time_s, slowest_hop
 from sax_jax.space import Schedule
 
 F = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
@@ -125,7 +125,8 @@ def test_pair_bound_is_the_replays_steady_cycle(schedule, p, c_over_t0):
     hops, (hop_s, per_level, m_pp, _) = chain(p, 2, c)
     tb, tw = split(schedule, t_f, t_b, t_w)
     slope = (replay(schedule, p, 16 * p, t_f, tb, tw, hops) - replay(schedule, p, 8 * p, t_f, tb, tw, hops)) / (8 * p)
-    stretch, _ = pair_stretch(F(schedule), F(16 * p), F(t_f), F(t_b + t_w), F(t_w), F(hop_s), F(per_level), F(m_pp))
+    c_max, u = slowest_hop(F(hop_s), F(per_level), F(m_pp))
+    stretch, _ = pair_stretch(F(schedule), F(16 * p), F(t_f), F(t_b + t_w), F(t_w), c_max, u)
     assert 3.0 + float(stretch) == pytest.approx(slope, rel=0.08)
 
 
@@ -239,8 +240,8 @@ def test_blocking_sends_keep_the_pair_cycle(p, c):
     slope = (megatron_blocking_1f1b(p, 16 * p, 1.0, 2.0, hops)
              - megatron_blocking_1f1b(p, 8 * p, 1.0, 2.0, hops)) / (8 * p)
     assert slope == pytest.approx(3.0 + c, rel=1e-6)
-    stretch, _ = pair_stretch(F(Schedule.ONE_F_ONE_B), F(16 * p), F(1.0), F(2.0), F(0.0), F([0.0, c]),
-                              F([p - 2.0, 1.0]), F([p // 2, p]))
+    c_max, u = slowest_hop(F([0.0, c]), F([p - 2.0, 1.0]), F([p // 2, p]))
+    stretch, _ = pair_stretch(F(Schedule.ONE_F_ONE_B), F(16 * p), F(1.0), F(2.0), F(0.0), c_max, u)
     assert 3.0 + float(stretch) == pytest.approx(slope, rel=1e-6)
 
 

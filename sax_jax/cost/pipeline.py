@@ -71,7 +71,7 @@ def slowest_hop(hop_s, hops_per_level, m_pp):
     return c_max, jnp.sum(jnp.where(levels == slow, m_below, 0.0))
 
 
-def blocking_warmup_s(schedule, micro, t_f, t_b, hop_s, hops_per_level, m_pp):
+def blocking_warmup_s(schedule, micro, t_f, t_b, c_max, u):
     """Seconds Megatron-Core's blocking sends add to 1F1B's warm-up above the slowest hop c.
 
     Non-interleaved 1F1B waits on each batch of sends and receives (forward_backward_pipelining_without_interleaving:
@@ -79,15 +79,14 @@ def blocking_warmup_s(schedule, micro, t_f, t_b, hop_s, hops_per_level, m_pp):
     receiver, so each warm-up forward of the stage above the hop waits for its hand-over: with u stages below the hop,
     (min(u, m) - 1) max(c - t_f, 2 c - T0, 0). The steady cycle keeps the pair bound T0 + c. Both are what a replay of
     those blocking calls gives (tests/test_pipeline_slow_hop.py, exact for four splits of t_f and t_b); interleaved,
-    zero-bubble and latency-aware schedules post their transfers without waiting on them."""
-    c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
+    zero-bubble and latency-aware schedules post their transfers without waiting on them (c_max, u: slowest_hop)."""
     t0 = t_f + t_b
     wait = jnp.maximum(jnp.maximum(c_max - t_f, 2.0 * c_max - t0), 0.0)
     waits = jnp.maximum(jnp.minimum(u, micro) - 1.0, 0.0)
     return jnp.where(schedule == Schedule.ONE_F_ONE_B, waits * wait, 0.0)
 
 
-def pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp):
+def pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u):
     """(seconds each steady cycle of the pair across the slowest hop c grows by, how many such cycles) for 1F1B,
     ZB-H1 and ZB-H2.
 
@@ -103,8 +102,7 @@ def pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp):
     cycles. A discrete-event replay
     of each order (tests/test_pipeline_slow_hop.py) finds this cycle whatever p and wherever the slow hop sits,
     where the round trip through the downstream stages (the window bound) gives 2 c / (p - r) and underestimates
-    it p / 2 times for a hop at the middle of a 1F1B chain."""
-    c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
+    it p / 2 times for a hop at the middle of a 1F1B chain (c_max, u: slowest_hop)."""
     zero_bubble = (schedule == Schedule.ZB_H1) | (schedule == Schedule.ZB_H2)
     slack = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)
     t_crit = jnp.where(zero_bubble, t_b - t_w, t_b)
@@ -180,13 +178,14 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
         cyc = (jnp.minimum(w, micro) * t_loop + 2.0 * d) / jnp.maximum(w_eff, 1.0)
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
-    pair_s, pair_cycles = pair_stretch(schedule, micro, t_f, t_b, t_w, hop_s, hops_per_level, m_pp)
+    c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
+    pair_s, pair_cycles = pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u)
     no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
     interleaved = schedule == Schedule.INTERLEAVED
     steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
                                                           chain_delay, wrap),
                        jnp.where(no_stretch, 0.0, jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s)))
-    hop_time = fill + steady + blocking_warmup_s(schedule, micro, t_f, t_b, hop_s, hops_per_level, m_pp)
+    hop_time = fill + steady + blocking_warmup_s(schedule, micro, t_f, t_b, c_max, u)
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
     return base + hop_time, base, extra
