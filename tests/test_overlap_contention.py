@@ -106,3 +106,46 @@ def test_tp_overlap_pays_the_same_contention(default_scenario):
     assert (t_on[2] - t_on[0]) == pytest.approx(2.0 * (t_on[1] - t_on[0]), rel=1e-3)
     assert tp(off, 0.0) == tp(off, 0.2)
     assert t_on[2] < tp(off, 0.2)  # hiding still pays at this price
+
+
+# ------------------------------------------------------------------------------------- point-to-point transfers
+def test_p2p_price_golden(default_params):
+    """NCCL send/receive runs on two channels (one thread block each) per network peer (NCCL_NCHANNELS_PER_NET_PEER
+    = 2), not on a collective's 16 SMs: on H100 (132 SMs) a ring step's send and receive (two peers) take 4 SMs,
+    one pipeline transfer 2; both pay the same fitted contention."""
+    from sax_jax.cost.overlap import p2p_price
+    g = default_params.gpu
+    c = float(g.overlap_contention)
+    assert float(p2p_price(g, 2.0)) == pytest.approx(4 / 132 + c, rel=1e-6)
+    assert float(p2p_price(g, 1.0)) == pytest.approx(2 / 132 + c, rel=1e-6)
+    assert float(p2p_price(g, 2.0)) < float(nccl_price(g))
+
+
+def _term(scenario, params, design, name, contention, sm_share=None):
+    gpu = params.gpu._replace(overlap_contention=jnp.asarray(contention, jnp.float32))
+    if sm_share is not None:
+        gpu = gpu._replace(sm_share=jnp.asarray(sm_share, jnp.float32))
+    return float(getattr(sx.evaluate(scenario, design, params._replace(gpu=gpu)).breakdown, name)[0])
+
+
+def test_cp_ring_pays_two_peers_channels(default_scenario):
+    """The production layout's CP 2 ring hides entirely under attention, so its whole term is the price of the
+    hidden ring: SM share 4/132 (two peers x two channels) against the contention's c, in that ratio."""
+    params = sx.build_params(default_scenario)
+    d = default_scenario.baseline_design("production")
+    cp0, cp1 = (_term(default_scenario, params, d, "cp", c) for c in (0.0, 0.1))
+    assert _term(default_scenario, params, d, "cp", 0.0, sm_share=0.0) == 0.0  # nothing exposed
+    assert cp0 > 0
+    assert cp0 / (cp1 - cp0) == pytest.approx((4 / 132) / 0.1, rel=1e-3)
+
+
+def test_interleaved_transfers_pay_one_peers_channels(default_scenario):
+    """Interleaved 1F1B overlaps each transfer with compute; each kernel has one peer: its price per hidden second
+    is 2/132 of SM share plus c, so the SM part of pp_p2p is (2/132)/c of the contention part."""
+    params = sx.build_params(default_scenario)
+    d = default_scenario.baseline_design("production")
+    bare = _term(default_scenario, params, d, "pp_p2p", 0.0, sm_share=0.0)
+    sm = _term(default_scenario, params, d, "pp_p2p", 0.0) - bare
+    cont = _term(default_scenario, params, d, "pp_p2p", 0.1, sm_share=0.0) - bare
+    assert sm > 0 and cont > 0
+    assert sm / cont == pytest.approx((2 / 132) / 0.1, rel=1e-3)

@@ -69,7 +69,12 @@ def test_all_27_runs_are_cases(result):
 # megatron-core-h100 moved 6.2% -> 7.2% (m32b -24.7% -> -28.1%) deliberately with the overlap contention
 # (cost/overlap.nccl_price, fitted on the calibration split): its TP 8 runs (m16b-m119b) slow by 3-4 points while
 # m1.7b-m7.1b and m177b-m462b come 1-3 points closer; narayanan2021 4.8% -> 4.6%
-NOT_WORSE = {"korthikanti2022": (0.025, 0.05), "narayanan2021": (0.055, 0.095), "megatron-core-h100": (0.075, 0.29)}
+# narayanan2021's worst run (n530b, interleaved over PP 35) moved 9.42% -> 9.95% deliberately when point-to-point
+# transfers began to pay their own two NCCL channels per peer instead of a collective's 16 SMs (overlap.p2p_price);
+# its interleaved runs were already 6-9% fast, and they come 0.2-0.5 points faster (Megatron-LM of 2021 waited on
+# each pipeline exchange, batch_isend_irecv then torch.cuda.synchronize, which the model does not charge: ~0.7% of
+# n530b's step by hand, not the cause of the rest)
+NOT_WORSE = {"korthikanti2022": (0.025, 0.05), "narayanan2021": (0.055, 0.10), "megatron-core-h100": (0.075, 0.29)}
 
 
 @pytest.mark.parametrize("dataset", sorted(THRESHOLDS))

@@ -6,12 +6,13 @@ the forward's ring again.
 import jax.numpy as jnp
 
 from . import collectives as coll
-from .overlap import exposed_s, nccl_price
+from .overlap import exposed_s, p2p_price
 from .placement import spans
 from .terms import Term
 
 FWD_RINGS = 1.0
 BWD_RINGS = 2.0
+RING_PEERS = 2.0
 
 
 def cp_term(ctx, d, model, train, gpu):
@@ -25,9 +26,10 @@ def cp_term(ctx, d, model, train, gpu):
                                2.0 * d.mbs * (ctx.seq / cp) * 2.0 * model.kv_heads * model.head_dim / tp)
     alpha_s, bw_Bps = coll.bottleneck(ctx.cp.participants, ctx.cp_net.alpha_s, ctx.cp_net.bw_Bps)
     ring_s = (cp - 1.0) * (alpha_s + kv_chunk_bytes / bw_Bps)
-    fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=nccl_price(gpu))
-    bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True,
-                            slowdown=nccl_price(gpu))
+    # each ring step sends to the next rank and receives from the previous one: two peers' channels
+    price = p2p_price(gpu, RING_PEERS)
+    fwd_layer_s = exposed_s(ring_s, ctx.layer.attn_fwd_s, True, slowdown=price)
+    bwd_layer_s = exposed_s(BWD_RINGS * ring_s, BWD_RINGS * ctx.layer.attn_fwd_s, True, slowdown=price)
     full = ctx.recompute_share  # layers whose forward runs twice
     stage_s = ctx.layers_stage * (fwd_layer_s + bwd_layer_s + full * fwd_layer_s)
 

@@ -39,3 +39,16 @@ def nccl_price(gpu):
     parallelism's Userbuffers overlap counts its own SMs per mechanism and adds the same contention
     (tensor_parallel.py)."""
     return gpu.overlap_slowdown + gpu.overlap_contention
+
+
+# NCCL point-to-point (ncclSend / ncclRecv) runs on the channels it opens per peer, one thread block each: two per
+# network peer by default (NCCL_NCHANNELS_PER_NET_PEER = 2; ncclTopoGetNchannels, src/graph/paths.cc), and a
+# communicator that reaches any peer over the network keeps every peer at that minimum (p2pnChannelsPerPeer), not
+# the 16 SMs of a collective's channels over 8 NICs (GPU YAML comm_sms).
+P2P_SMS_PER_PEER = 2.0
+
+
+def p2p_price(gpu, peers):
+    """nccl_price for point-to-point transfers with ``peers`` peers at once (a ring step's send and receive: 2):
+    their own channels' SM share plus the same fitted contention."""
+    return peers * P2P_SMS_PER_PEER * gpu.sm_share + gpu.overlap_contention

@@ -26,7 +26,7 @@ from ..space import Schedule
 from .context import ACT_BYTES
 from .memory import activation_bytes_per_layer, in_flight_microbatches
 from .offload import offloaded_layers
-from .overlap import nccl_price
+from .overlap import p2p_price
 from .placement import hops_per_level
 from .terms import Term
 
@@ -210,12 +210,12 @@ def pipeline_terms(ctx, d, model, train, gpu, t_f, t_b, t_w) -> PipelineTerms:
     steady_s = micro * (t_f + t_b)
     # Interleaved 1F1B overlaps its sends and receives with compute (Megatron-Bridge sets overlap_p2p_comm when
     # vpp > 1, training/comm_overlap.py): the schedule hides their wire time (interleaved_stretch_s) but the NCCL
-    # kernels run beside the GEMMs, which pay their SM share and contention (overlap.nccl_price) for as long
+    # kernels run beside the GEMMs, which pay their SM share and contention (overlap.p2p_price) for as long
     # as they run: per chunk a stage receives and sends the activation and the gradient, P2P_KERNELS_PER_CHUNK
     # kernels of one hop's wire time each (the ring's mean hop)
     ring_hop_s = jnp.sum(hop_levels * hop_s) / jnp.maximum(pp - 1.0, 1.0)
     p2p_price_s = jnp.where(d.schedule == Schedule.INTERLEAVED,
-                            nccl_price(gpu) * P2P_KERNELS_PER_CHUNK * micro * d.vpp * ring_hop_s, 0.0)
+                            p2p_price(gpu, 1.0) * P2P_KERNELS_PER_CHUNK * micro * d.vpp * ring_hop_s, 0.0)
     total_s = total_s + p2p_price_s
     in_flight = in_flight_microbatches(d.schedule, pp, micro, d.vpp, extra_warmup)
     # the first stage: the most microbatches in flight (with the embedding counted as a layer a middle stage
