@@ -11,8 +11,9 @@ round trip from i to the last stage and back takes (p-i) T0 + 2 D_i (D_i = hop c
 cycle is at least T0 + 2 D_i / w_i (the window bound); the worst stage is the first one or the one just upstream
 of the last boundary of some level, so only those are evaluated. Two adjacent stages bound it too (pair_stretch):
 the upstream one warms up only s = 1 (1F1B, ZB-H1) or 2 (ZB-H2) microbatches more, so one slow hop c anywhere
-stretches 1F1B's cycle to T0 + c. Zero-bubble schedules run their weight gradients while they wait, which keeps
-them off both loops. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
+stretches 1F1B's cycle to T0 + c. Megatron-Core's 1F1B also waits on each exchange with its neighbours, so a stage
+between two hops pays both every cycle (blocking_cycles_s: T0 + 2c on uniform hops). Zero-bubble schedules run their
+weight gradients while they wait, which keeps them off both loops. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
 of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory. Megatron's
 interleaved schedule warms up p - 2 chunks beyond its lap and so hides hops up to a third of a chunk's cycle
 (interleaved_stretch_s); its overlapped send and receive kernels slow the GEMMs beside them instead.
@@ -84,6 +85,33 @@ def blocking_warmup_s(schedule, micro, t_f, t_b, c_max, u):
     wait = jnp.maximum(jnp.maximum(c_max - t_f, 2.0 * c_max - t0), 0.0)
     waits = jnp.maximum(jnp.minimum(u, micro) - 1.0, 0.0)
     return jnp.where(schedule == Schedule.ONE_F_ONE_B, waits * wait, 0.0)
+
+
+def adjacent_hops_s(hop_s, hops_per_level, m_pp):
+    """Largest delay of two consecutive hops of the chain (one hop's where the chain has one; 0 without hops).
+
+    A stage between two hops sits alone in its unit of the level below both, so every pair of consecutive hops
+    includes one at the lowest level the chain crosses, l0 (each of whose units holds single stages): it pairs with
+    the slowest higher level crossed, or with another l0 hop where an l0 unit holds three or more stages."""
+    levels = jnp.arange(hop_s.shape[0])
+    crossed = hops_per_level > 0.5
+    l0 = jnp.min(jnp.where(crossed, levels, hop_s.shape[0]))
+    c_low = jnp.sum(jnp.where(levels == l0, hop_s, 0.0))
+    m_below = jnp.concatenate([jnp.ones_like(m_pp[:1]), m_pp[:-1]])
+    per_unit = jnp.sum(jnp.where(levels == l0, m_pp / jnp.maximum(m_below, 1.0), 0.0))
+    higher = jnp.max(jnp.where(crossed & (levels > l0), hop_s, 0.0))
+    return c_low + jnp.maximum(higher, jnp.where(per_unit >= 3.0 - 1e-6, c_low, 0.0))
+
+
+def blocking_cycles_s(schedule, micro, hop_pair_s, u):
+    """Seconds Megatron-Core's blocking sends add to 1F1B's steady state: each cycle, a stage between two hops waits
+    for its exchange with the stage above (send_backward_recv_forward) and then with the one below
+    (send_forward_recv_backward), so a cycle lasts T0 plus the delays of two consecutive hops (hop_pair_s:
+    adjacent_hops_s), T0 + 2 c on uniform hops where an asynchronous order pays T0 + 2 c (p - 1) / p, for the m - u
+    cycles after the warm-up of the stage above the slowest hop (u: slowest_hop). A replay of those blocking calls
+    (tests/test_pipeline_slow_hop.py) has exactly this cycle for any split of t_f and t_b; with one slow hop and free
+    hops elsewhere it is pair_stretch's T0 + c."""
+    return jnp.where(schedule == Schedule.ONE_F_ONE_B, jnp.maximum(micro - u, 0.0) * hop_pair_s, 0.0)
 
 
 def pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u):
@@ -184,7 +212,9 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
     interleaved = schedule == Schedule.INTERLEAVED
     steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
                                                           chain_delay, wrap),
-                       jnp.where(no_stretch, 0.0, jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s)))
+                       jnp.where(no_stretch, 0.0, jnp.maximum(jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s),
+                                                              blocking_cycles_s(schedule, micro, adjacent_hops_s(
+                                                                  hop_s, hops_per_level, m_pp), u))))
     hop_time = fill + steady + blocking_warmup_s(schedule, micro, t_f, t_b, c_max, u)
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
