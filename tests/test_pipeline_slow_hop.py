@@ -263,7 +263,7 @@ def test_1f1b_over_buildings_is_megatron_blocking_run(times, p, units):
 
 @pytest.mark.parametrize("p", [2, 4, 8, 16])
 def test_1f1b_on_uniform_hops_stays_within_its_band(p):
-    # every hop slow: Megatron-Core's blocking run's cycle is T0 + 2c (two consecutive hops, blocking_cycles_s), where
+    # every hop slow: Megatron-Core's blocking run's cycle is T0 + 2c (two consecutive hops, pair_stretch with adjacent_hops_s), where
     # the asynchronous order's round trip gives T0 + 2c (p - 1) / p; the model is within -3% / +3.5% of the blocking
     # run's phase (at p = 2, one hop, both are T0 + c) and never below the asynchronous replay's
     t0 = 3.0

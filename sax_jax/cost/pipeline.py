@@ -12,7 +12,7 @@ cycle is at least T0 + 2 D_i / w_i (the window bound); the worst stage is the fi
 of the last boundary of some level, so only those are evaluated. Two adjacent stages bound it too (pair_stretch):
 the upstream one warms up only s = 1 (1F1B, ZB-H1) or 2 (ZB-H2) microbatches more, so one slow hop c anywhere
 stretches 1F1B's cycle to T0 + c. Megatron-Core's 1F1B also waits on each exchange with its neighbours, so a stage
-between two hops pays both every cycle (blocking_cycles_s: T0 + 2c on uniform hops). Zero-bubble schedules run their
+between two hops pays both every cycle (pair_stretch with adjacent_hops_s: T0 + 2c on uniform hops). Zero-bubble schedules run their
 weight gradients while they wait, which keeps them off both loops. A latency-aware schedule (CrossPipe-style) adds ceil(2 c_j / T0) warm-up microbatches upstream
 of each slow hop and recovers (m + p - 1) T0 + 2 sum_j c_j, paying the extra activations in memory. Megatron's
 interleaved schedule warms up p - 2 chunks beyond its lap and so hides hops up to a third of a chunk's cycle
@@ -103,18 +103,7 @@ def adjacent_hops_s(hop_s, hops_per_level, m_pp):
     return c_low + jnp.maximum(higher, jnp.where(per_unit >= 3.0 - 1e-6, c_low, 0.0))
 
 
-def blocking_cycles_s(schedule, micro, hop_pair_s, u):
-    """Seconds Megatron-Core's blocking sends add to 1F1B's steady state: each cycle, a stage between two hops waits
-    for its exchange with the stage above (send_backward_recv_forward) and then with the one below
-    (send_forward_recv_backward), so a cycle lasts T0 plus the delays of two consecutive hops (hop_pair_s:
-    adjacent_hops_s), T0 + 2 c on uniform hops where an asynchronous order pays T0 + 2 c (p - 1) / p, for the m - u
-    cycles after the warm-up of the stage above the slowest hop (u: slowest_hop). A replay of those blocking calls
-    (tests/test_pipeline_slow_hop.py) has exactly this cycle for any split of t_f and t_b; with one slow hop and free
-    hops elsewhere it is pair_stretch's T0 + c."""
-    return jnp.where(schedule == Schedule.ONE_F_ONE_B, jnp.maximum(micro - u, 0.0) * hop_pair_s, 0.0)
-
-
-def pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u):
+def pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u, c_pair=None):
     """(seconds each steady cycle of the pair across the slowest hop c grows by, how many such cycles) for 1F1B,
     ZB-H1 and ZB-H2.
 
@@ -130,11 +119,18 @@ def pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u):
     cycles. A discrete-event replay
     of each order (tests/test_pipeline_slow_hop.py) finds this cycle whatever p and wherever the slow hop sits,
     where the round trip through the downstream stages (the window bound) gives 2 c / (p - r) and underestimates
-    it p / 2 times for a hop at the middle of a 1F1B chain (c_max, u: slowest_hop)."""
+    it p / 2 times for a hop at the middle of a 1F1B chain (c_max, u: slowest_hop).
+
+    Megatron-Core's 1F1B also waits on each exchange with its neighbours (send_backward_recv_forward with the stage
+    above, send_forward_recv_backward with the one below), so a stage between two hops carries both on the loop:
+    with c_pair (adjacent_hops_s) its cycle is T0 + c_pair, T0 + 2 c on uniform hops where an asynchronous order pays
+    T0 + 2 c (p - 1) / p, and T0 + c where the other hops are free. A replay of those blocking calls
+    (tests/test_pipeline_slow_hop.py) has exactly this cycle for any split of t_f and t_b."""
     zero_bubble = (schedule == Schedule.ZB_H1) | (schedule == Schedule.ZB_H2)
     slack = jnp.where(schedule == Schedule.ZB_H2, 2.0, 1.0)
     t_crit = jnp.where(zero_bubble, t_b - t_w, t_b)
-    cycle = (2.0 * (t_f + t_crit) + 2.0 * c_max) / (slack + 1.0)
+    c_loop = c_max if c_pair is None else jnp.where(schedule == Schedule.ONE_F_ONE_B, c_pair, c_max)
+    cycle = (2.0 * (t_f + t_crit) + 2.0 * c_loop) / (slack + 1.0)
     steady = jnp.maximum(micro - slack * u, 0.0)
     return jnp.maximum(cycle - (t_f + t_b), 0.0), steady
 
@@ -207,14 +203,13 @@ def pipeline_time_s(schedule, p, micro, v, t_f, t_b, t_w, hop_s, hops_per_level,
         cycles.append(jnp.where(ok > 0, cyc, 0.0))
     stretch = jnp.maximum(jnp.max(jnp.stack(cycles)) - t0, 0.0)
     c_max, u = slowest_hop(hop_s, hops_per_level, m_pp)
-    pair_s, pair_cycles = pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u)
+    pair_s, pair_cycles = pair_stretch(schedule, micro, t_f, t_b, t_w, c_max, u,
+                                       adjacent_hops_s(hop_s, hops_per_level, m_pp))
     no_stretch = (schedule == Schedule.GPIPE) | (schedule == Schedule.LATENCY_AWARE)  # GPipe has all micro in flight; latency-aware fills the gap
     interleaved = schedule == Schedule.INTERLEAVED
     steady = jnp.where(interleaved, interleaved_stretch_s(p, micro, v, t_f, t_b, hop_s, hops_per_level,
                                                           chain_delay, wrap),
-                       jnp.where(no_stretch, 0.0, jnp.maximum(jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s),
-                                                              blocking_cycles_s(schedule, micro, adjacent_hops_s(
-                                                                  hop_s, hops_per_level, m_pp), u))))
+                       jnp.where(no_stretch, 0.0, jnp.maximum((micro - 1.0) * stretch, pair_cycles * pair_s)))
     hop_time = fill + steady + blocking_warmup_s(schedule, micro, t_f, t_b, c_max, u)
 
     extra = jnp.sum(hops_per_level * jnp.ceil(jnp.maximum(2.0 * hop_s / t0 - LATENCY_AWARE_THRESHOLD, 0.0)))
