@@ -70,7 +70,7 @@ def eval_record(scenario, design: dict, cost: dict) -> dict:
         "reasons": violation_reasons(cost["violation"]),
         "crossings": crossings(scenario, cost["group_levels"]),
         "resolved": {"dp": resolved_dp(scenario, design)},
-        "warnings": warnings_for(scenario, [design]),
+        "warnings": warnings_for(scenario, [design], cost["mfu"] if cost["feasible"] else None),
         # beside the step: interruptions, checkpoints and degraded periods (cost/goodput.py)
         "goodput_tokens_per_s": cost["goodput_tokens_per_s"],
         "ettr": cost["ettr"],

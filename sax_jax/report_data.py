@@ -189,5 +189,5 @@ def collect(scenario, top_k: int = DEFAULT_TOP, varies=None, engine=None, progre
         "pareto": pareto,
         "sensitivity": studies,
         "published": published_for(scenario, top[0]["design"]) if top else None,
-        "warnings": warnings_for(scenario, [r["design"] for r in top]),
+        "warnings": warnings_for(scenario, [r["design"] for r in top], top[0].get("mfu") if top else None),
     }

@@ -11,6 +11,11 @@
 * ``unmodelled_kernels``: the model has DeepSeek-V4's compressed attention or hyper-connections, whose kernels the
   step-time model charges only in part (its approximation, ``validation.APPROXIMATED_FEATURES``), and whose only
   published runs took longer than predicted (UNMODELLED_KERNELS_ERROR).
+* ``above_published_mfu``: the best shown design's predicted MFU is above every published run of its class in
+  the validation set (same GPU type, precision, dense or MoE; ``uncertainty.published_mfu``). Nothing that
+  efficient was measured on that hardware, so the prediction rests on the model where it is least tested: a
+  search's best design is where the model's errors concentrate, and one that beats every published run needs a
+  reason of its own (its breakdown, ``sax eval``).
 * ``moe_speedups_from_dense_runs``: the model has routed experts and no ranking group of the validation set (one
   table, one model, several layouts) is of an MoE model, so the speedup bands and the tie rule rest on dense
   runs only (``uncertainty.py``; the step-time band itself is the MoE runs').
@@ -102,6 +107,28 @@ def moe_speedup_warnings(scenario, bands=None) -> list:
                         "(expert dispatch, grouped GEMMs and host waits are where the model errs most)"}]
 
 
+def mfu_warnings(scenario, mfu, bands=None) -> list:
+    """``above_published_mfu`` (module docstring) for a predicted MFU (a fraction; None: nothing shown).
+    ``bands`` defaults to the committed file. A system whose buildings hold different GPU types has no one class."""
+    from . import uncertainty
+    b = uncertainty.bands() if bands is None else bands
+    table = (b or {}).get("published_mfu") or {}
+    sys_ = scenario.system
+    if mfu is None or not mfu > 0 or len({bd.gpu.name for bd in getattr(sys_, "buildings", ())} or {0}) > 1:
+        return []
+    moe = uncertainty.scenario_is_moe(scenario)
+    key = uncertainty.mfu_class(sys_.gpu.name, scenario.training.precision, moe)
+    top = table.get(key)
+    if not top or mfu <= top["max"]:
+        return []
+    what = f"{scenario.training.precision} {uncertainty.model_class(moe)} runs on {sys_.gpu.name}"
+    return [{"kind": "above_published_mfu",
+             "message": f"predicted MFU {100 * mfu:.1f}% is above all {top['n']} published {what} in the "
+                        f"validation set (highest {100 * top['max']:.1f}%: {top['max_id']}, {top['max_n_gpus']:,} "
+                        "GPUs): nothing this efficient was measured there, so read the step time as optimistic "
+                        "unless the breakdown (sax eval) shows where the gain comes from"}]
+
+
 def design_warnings(scenario, designs) -> list:
     """Signals of the shown designs (dicts {axis: value}): choices that change what training computes."""
     by_name = {t.name: t for t in scenario.transports}
@@ -120,8 +147,9 @@ def design_warnings(scenario, designs) -> list:
     return out
 
 
-def warnings_for(scenario, designs=()) -> list:
-    return scenario_warnings(scenario) + design_warnings(scenario, list(designs))
+def warnings_for(scenario, designs=(), best_mfu=None) -> list:
+    """Every signal for the shown designs; best_mfu: the predicted MFU of the best of them (above_published_mfu)."""
+    return scenario_warnings(scenario) + design_warnings(scenario, list(designs)) + mfu_warnings(scenario, best_mfu)
 
 
 def print_warnings(warnings, console) -> None:

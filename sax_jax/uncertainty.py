@@ -27,6 +27,10 @@ run validation themselves.
   best; its *shared* decisions are the varied axes with one value across the set, its *free* decisions the
   axes that take more than one value there (they do not matter within the model's resolution).
 
+* **Published MFU ceiling** of a class (one GPU type, precision, dense or MoE): the highest MFU a published run of
+  the class reached, each against its own precision's peak (LoRA runs left out). A design predicted above it is
+  more efficient than anything measured on that hardware: ``trust.py`` says so (``above_published_mfu``).
+
 Percentiles interpolate linearly between order statistics (numpy's default). The bands describe the validated
 regime (runs inside one building, up to 6,144 GPUs); beyond it (``trust.py`` warnings) they understate the
 uncertainty.
@@ -108,6 +112,35 @@ def absolute_groups(cases) -> dict:
             for key, r in sorted(residuals.items())}
 
 
+def mfu_class(gpu_name: str, precision: str, moe: bool = False) -> str:
+    """Key of a published-MFU class: one GPU type, one training precision, dense or MoE (``H100-SXM-80GB, bf16,
+    dense``). Finer than the bands' generation: MFU is against the part's own peak, which differs within one."""
+    return f"{gpu_name}, {precision}, {model_class(moe)}"
+
+
+def measured_mfu(case: dict) -> float | None:
+    """MFU a scored run reached, from its predicted MFU and the step-time ratio (MFU ~ 1 / step time)."""
+    ratio, mfu = time_ratio(case), (case.get("metrics") or {}).get("mfu")
+    return None if ratio is None or mfu is None or not mfu > 0 else mfu * ratio
+
+
+def published_mfu(cases) -> dict:
+    """{mfu_class: {"n", "max", "max_id", "max_n_gpus"}}: the highest MFU a published run of each class reached.
+    LoRA runs are left out: their frozen weights skip the weight-gradient GEMMs that the model-FLOPs count (6 x
+    parameters per token) assumes, so their MFU is not comparable with full training's. A case without a
+    "precision" entry (an older validation result) is left out."""
+    out: dict = {}
+    for c in cases:
+        m = measured_mfu(c)
+        if m is None or c.get("lora") or not c.get("precision"):
+            continue
+        g = out.setdefault(mfu_class(c["gpu"], c["precision"], c.get("moe", False)), {"n": 0, "max": -1.0})
+        g["n"] += 1
+        if m > g["max"]:
+            g.update(max=m, max_id=c["id"], max_n_gpus=c["n_gpus"])
+    return dict(sorted(out.items()))
+
+
 def pair_errors(cases, groups) -> list:
     """e_ij = log(time ratio_i / time ratio_j) over ordered pairs i != j of runs in one group (lists of ids)."""
     log_ratio = {c["id"]: math.log(r) for c in cases if (r := time_ratio(c)) is not None}
@@ -141,7 +174,7 @@ def compute(result: dict) -> dict:
     relative = {**relative_band_stats(cases, groups), "n_groups_moe": sum(1 for ids in groups if moe_ids & set(ids))}
     return {"level": (QUANTILES[1] - QUANTILES[0]) / 100.0, "quantiles_percent": list(QUANTILES),
             "min_runs": MIN_RUNS, "n_cases": len(cases), "model_fingerprint": fingerprint(cases),
-            "absolute": absolute_groups(cases), "relative": relative}
+            "absolute": absolute_groups(cases), "relative": relative, "published_mfu": published_mfu(cases)}
 
 
 # ------------------------------------------------------------------------------------------------ applying

@@ -1271,6 +1271,8 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                    "metrics": r["metrics"], "source": by_id[r["id"]].source,
                    "gpu": by_id[r["id"]].scenario.system.gpu.name,
                    "n_gpus": by_id[r["id"]].scenario.system.n_gpus,
+                   "precision": by_id[r["id"]].scenario.training.precision,
+                   "lora": by_id[r["id"]].scenario.training.lora_rank > 0,
                    "moe": r["id"] in moe_ids} for r in results],
         "ranking": ranking(cases, results),
         "weak_scaling": weak_scaling(cases, results),

@@ -185,6 +185,11 @@ def test_bands_in_json_and_result_json(small_scenario, small_result):
         saved = json.load(fh)
     assert {k: saved[k] for k in ("band", "speedups", "near_optimal")} == \
         {k: r[k] for k in ("band", "speedups", "near_optimal")}
+    # the best design's MFU against the highest published run of its class (trust.py above_published_mfu)
+    ceiling = b["published_mfu"][uncertainty.mfu_class("A100-SXM-80GB", small_scenario.training.precision)]
+    flagged = [w for w in r["warnings"] if w["kind"] == "above_published_mfu"]
+    assert bool(flagged) == (r["top"][0]["mfu"] > ceiling["max"]) and saved["warnings"] == r["warnings"]
+    assert not flagged or f"highest {100 * ceiling['max']:.1f}%: {ceiling['max_id']}" in flagged[0]["message"]
 
 
 def test_pareto_fronts_match_brute_force(small_result, small_brute):

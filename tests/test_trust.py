@@ -81,7 +81,8 @@ def test_eval_json_and_table_carry_warnings_and_resolved_dp(capsys):
     assert main(["eval", DEFAULT, "--json"]) == 0
     rec = json.loads(capsys.readouterr().out)
     assert rec["resolved"]["dp"] == 16384 // (8 * 16)
-    assert kinds(rec["warnings"]) == {"beyond_validated_gpus", "beyond_validated_levels"}
+    # the production layout's predicted MFU is above every published BF16 dense run on H100 (above_published_mfu)
+    assert kinds(rec["warnings"]) == {"beyond_validated_gpus", "beyond_validated_levels", "above_published_mfu"}
     # the measured step time's 80% band, from the scenario's GPU, GPU count and class, as a sweep reports its best
     from sax_jax import uncertainty
     assert rec["band"] == uncertainty.design_band(uncertainty.bands(), sx.load_scenario(DEFAULT), rec["step_time_s"])
@@ -123,3 +124,25 @@ def test_v4_kernels_flagged_and_the_stated_error_is_the_validated_one(tmp_path):
     cases = [c for c in V.load_all().cases if c.scenario.model.compressed_attention is not None]
     errors = sorted(r["step_time_error"] for r in V.evaluate_cases(cases))
     assert errors == pytest.approx(sorted(UNMODELLED_KERNELS_ERROR), abs=5e-4)
+
+
+def test_above_published_mfu_flags_a_design_beyond_every_measured_run():
+    """A predicted MFU above the highest published run of the scenario's class (GPU type, precision, dense/MoE) is
+    flagged with that run; at or below it, for a class with no published run, or with nothing shown, it is not."""
+    from sax_jax import uncertainty
+    from sax_jax.trust import mfu_warnings
+    sc = sx.load_scenario(DEFAULT)  # llama3-405B, bf16, H100-SXM-80GB
+    key = uncertainty.mfu_class("H100-SXM-80GB", "bf16")
+    table = {key: {"n": 7, "max": 0.45, "max_id": "run-x", "max_n_gpus": 1024}}
+    bands = {"published_mfu": table}
+    (w,) = mfu_warnings(sc, 0.5, bands)
+    assert w["kind"] == "above_published_mfu"
+    assert "MFU 50.0% is above all 7 published bf16 dense runs on H100-SXM-80GB" in w["message"]
+    assert "highest 45.0%: run-x, 1,024 GPUs" in w["message"]
+    assert mfu_warnings(sc, 0.45, bands) == [] and mfu_warnings(sc, None, bands) == []
+    assert mfu_warnings(sc, 0.9, {"published_mfu": {}}) == []  # no published run of the class
+    # another precision's or class's ceiling says nothing about this one
+    other = {uncertainty.mfu_class("H100-SXM-80GB", "fp8"): table[key],
+             uncertainty.mfu_class("H100-SXM-80GB", "bf16", moe=True): table[key]}
+    assert mfu_warnings(sc, 0.9, {"published_mfu": other}) == []
+

@@ -104,6 +104,48 @@ def test_absolute_band_falls_back_to_wider_groups():
     assert (band["group"], band["n_runs"]) == ("all", 3)
 
 
+def _mfu_run(id_, gpu, precision, predicted_mfu, predicted, measured, metric="iteration_s", moe=False, lora=False):
+    return {**_run(id_, gpu, 64, predicted, measured, metric, moe), "precision": precision, "lora": lora,
+            "metrics": {"mfu": predicted_mfu}}
+
+
+def test_published_mfu_golden():
+    """The measured MFU is the predicted one times predicted / measured step time (MFU ~ 1 / step); a throughput
+    metric's step time is 1 / throughput; LoRA runs, runs without a prediction or a precision are left out."""
+    runs = [
+        _mfu_run("slow", "H100-SXM-80GB", "bf16", 0.50, 1.0, 1.25),  # measured 0.50 x 1.0 / 1.25 = 0.40
+        _mfu_run("fast", "H100-SXM-80GB", "bf16", 0.40, 1.1, 1.0),  # 0.44: the class's highest
+        _mfu_run("tput", "H100-SXM-80GB", "bf16", 0.30, 400.0, 500.0, "tflops_per_gpu"),  # 0.30 x 500 / 400 = 0.375
+        _mfu_run("lora", "H100-SXM-80GB", "bf16", 0.90, 1.0, 1.0, lora=True),  # would be 0.90: not comparable
+        _mfu_run("fp8", "H100-SXM-80GB", "fp8", 0.35, 1.0, 1.0),
+        _mfu_run("moe", "H100-SXM-80GB", "bf16", 0.20, 1.0, 1.0, moe=True),
+        _mfu_run("none", "H100-SXM-80GB", "bf16", 0.99, None, 1.0),
+        {**_run("old", "H100-SXM-80GB", 64, 1.0, 0.5), "metrics": {"mfu": 0.99}},  # no precision entry
+    ]
+    assert U.measured_mfu(runs[0]) == pytest.approx(0.40) and U.measured_mfu(runs[2]) == pytest.approx(0.375)
+    table = U.published_mfu(runs)
+    assert set(table) == {"H100-SXM-80GB, bf16, dense", "H100-SXM-80GB, fp8, dense", "H100-SXM-80GB, bf16, MoE"}
+    dense = table["H100-SXM-80GB, bf16, dense"]
+    assert (dense["n"], dense["max_id"], dense["max_n_gpus"]) == (3, "fast", 64)
+    assert dense["max"] == pytest.approx(0.44)
+    assert table["H100-SXM-80GB, fp8, dense"]["max"] == pytest.approx(0.35)
+
+
+def test_committed_mfu_ceilings_are_measured_values():
+    """Every committed ceiling is the MFU its run reached: `sax eval`'s published context (published.py, from the
+    run's measured step time) gives the same value."""
+    from sax_jax import validation as V
+    from sax_jax.published import measured_step_s
+
+    table = U.bands()["published_mfu"]
+    h100 = table[U.mfu_class("H100-SXM-80GB", "bf16")]
+    assert h100["n"] >= 50 and 0.3 < h100["max"] < 0.7
+    cases = {c.id: c for c in V.load_cases()[0]}
+    for key in ("H100-SXM-80GB, bf16, dense", "GB200, fp8, MoE"):
+        case = cases[table[key]["max_id"]]
+        assert V.metrics_of(case, measured_step_s(case), True)["mfu"] == pytest.approx(table[key]["max"], rel=1e-5)
+
+
 @pytest.mark.parametrize("gpu, n, moe, keys", [
     ("GB300", 64, False, ["Blackwell, dense, <= 64 GPUs", "Blackwell, dense", "dense", "all"]),
     ("B200", 65, True, ["Blackwell, MoE, 65-1024 GPUs", "Blackwell, MoE", "MoE", "all"]),

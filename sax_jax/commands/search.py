@@ -105,7 +105,8 @@ def run(args) -> int:
         rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed,
                          None if args.json else (lambda f, b: None), seconds=args.seconds, subgrid=not args.flat)
     best = (rec.get("best") or {}).get("design")
-    rec["warnings"] = warnings_for(scenario, [best] if best else [])
+    rec["warnings"] = warnings_for(scenario, [best] if best else [],
+                                   rec["best"].get("mfu") if best and rec["best"].get("step_time_s") else None)
     if args.robust and best and rec["best"].get("step_time_s") is not None:
         from .. import robust
         from ..engine import DEFAULT_ENGINE

@@ -313,7 +313,8 @@ def run(args) -> int:
                                         args.samples or robust.DEFAULT_SAMPLES, args.seed or 0)
         result = dataclasses.replace(result, top=result.top[:args.top])
     base = baseline_costs(scenario)
-    warnings = warnings_for(scenario, [r["design"] for r in result.top])
+    warnings = warnings_for(scenario, [r["design"] for r in result.top],
+                            result.top[0].get("mfu") if result.top else None)
     best_s = result.top[0]["step_time_s"] if result.top else None
     speedup_vs = speedups(base, best_s)
     bands = sweep_bands(scenario, result, speedup_vs)
