@@ -5,7 +5,9 @@
 * ``changes_training_semantics``: a shown design uses a bounded-loss transport, which drops up to
   ``tolerated_loss`` of the gradient traffic at a deadline: faster, but not the same training run.
 * ``beyond_validated_gpus``: the scenario has more GPUs than the largest published run of the bundled
-  validation set (``sax validate``).
+  validation set (``sax validate``). The message says how much slower than predicted that extrapolation likely
+  is: the validation set's published step times grow faster with the GPU count than the model's
+  (``uncertainty.scale_gap``, per doubling), times the doublings beyond the largest run.
 * ``beyond_validated_levels``: the system has levels above the building (campus, region); no validated run
   crosses a building, so cross-building numbers are model predictions without a measured reference.
 * ``unmodelled_kernels``: the model has DeepSeek-V4's compressed attention or hyper-connections, whose kernels the
@@ -73,7 +75,7 @@ def scenario_warnings(scenario) -> list:
     if rng["max_gpus"] and n > rng["max_gpus"]:
         out.append({"kind": "beyond_validated_gpus",
                     "message": f"{n:,} GPUs is beyond the largest validated run ({rng['max_gpus']:,} GPUs): "
-                               "an extrapolation"})
+                               "an extrapolation" + scale_gap_note(n, rng["max_gpus"])})
     out += moe_speedup_warnings(scenario)
     m = scenario.model
     if m.compressed_attention is not None or m.hyper_connections > 1:
@@ -89,6 +91,23 @@ def scenario_warnings(scenario) -> list:
                     "message": f"{len(extra)} level(s) above the building ({', '.join(extra)}): no validated run "
                                "crosses a building, so cross-building costs are unvalidated model predictions"})
     return out
+
+
+def scale_gap_note(n_gpus, max_gpus, bands=None) -> str:
+    """What beyond_validated_gpus adds: the validated scale gap (uncertainty.scale_gap) carried over the doublings
+    from the largest validated run to n_gpus; empty without a committed gap."""
+    import math
+    from . import uncertainty
+    b = uncertainty.bands() if bands is None else bands
+    gap = (b or {}).get("scale_gap")
+    if not gap or not n_gpus > max_gpus > 0:
+        return ""
+    doublings = math.log2(n_gpus / max_gpus)
+    more = math.expm1(gap["median_per_doubling"] * doublings)
+    return (f"; the published step times grow {100 * gap['median_per_doubling']:.1f}% per doubling of the GPUs more "
+            f"than the model's (median of {gap['n_pairs']} weak-scaling pairs; 80%: {100 * gap['q10']:+.1f}% to "
+            f"{100 * gap['q90']:+.1f}%), so {doublings:.1f} doublings beyond it expect about {100 * more:.1f}% "
+            "more than predicted")
 
 
 def moe_speedup_warnings(scenario, bands=None) -> list:

@@ -27,6 +27,10 @@ run validation themselves.
   best; its *shared* decisions are the varied axes with one value across the set, its *free* decisions the
   axes that take more than one value there (they do not matter within the model's resolution).
 
+* **Scale gap**: over the weak-scaling pairs of the validation set (one layout, the same work per GPU, two GPU
+  counts), how much more the measured step time grows per doubling of the GPUs than the predicted one (median and
+  80% interval). A scenario beyond the largest validated run inherits it per doubling (``trust.py``
+  ``beyond_validated_gpus``).
 * **Published MFU ceiling** of a class (one GPU type, precision, dense or MoE): the highest MFU a published run of
   the class reached, each against its own precision's peak (LoRA runs left out). A design predicted above it is
   more efficient than anything measured on that hardware: ``trust.py`` says so (``above_published_mfu``).
@@ -141,6 +145,17 @@ def published_mfu(cases) -> dict:
     return dict(sorted(out.items()))
 
 
+def scale_gap(weak_scaling: dict) -> dict | None:
+    """How much faster than the model the published step time grows with the GPU count: per weak-scaling pair
+    (``validation.weak_scaling``: one layout and per-GPU work at two GPU counts), measured minus predicted growth
+    per doubling of the GPUs; median and 80% interval. None without pairs."""
+    gaps = [p["measured"] - p["predicted"] for p in (weak_scaling or {}).get("pairs", [])]
+    if not gaps:
+        return None
+    lo, hi = percentiles(gaps)
+    return {"n_pairs": len(gaps), "median_per_doubling": float(np.median(gaps)), "q10": lo, "q90": hi}
+
+
 def pair_errors(cases, groups) -> list:
     """e_ij = log(time ratio_i / time ratio_j) over ordered pairs i != j of runs in one group (lists of ids)."""
     log_ratio = {c["id"]: math.log(r) for c in cases if (r := time_ratio(c)) is not None}
@@ -174,7 +189,8 @@ def compute(result: dict) -> dict:
     relative = {**relative_band_stats(cases, groups), "n_groups_moe": sum(1 for ids in groups if moe_ids & set(ids))}
     return {"level": (QUANTILES[1] - QUANTILES[0]) / 100.0, "quantiles_percent": list(QUANTILES),
             "min_runs": MIN_RUNS, "n_cases": len(cases), "model_fingerprint": fingerprint(cases),
-            "absolute": absolute_groups(cases), "relative": relative, "published_mfu": published_mfu(cases)}
+            "absolute": absolute_groups(cases), "relative": relative, "published_mfu": published_mfu(cases),
+            "scale_gap": scale_gap(result.get("weak_scaling"))}
 
 
 # ------------------------------------------------------------------------------------------------ applying

@@ -24,6 +24,21 @@ def test_default_scenario_extrapolates(default_scenario):
     assert kinds(scenario_warnings(default_scenario)) == {"beyond_validated_gpus", "beyond_validated_levels"}
 
 
+def test_beyond_validated_gpus_carries_the_scale_gap():
+    """The extrapolation warning carries the validated scale gap over the doublings past the largest run: 1% per
+    doubling over 2 doublings is exp(0.02) - 1 = 2.02% more than predicted; nothing without a committed gap or
+    inside the validated range."""
+    from sax_jax.trust import scale_gap_note
+    b = {"scale_gap": {"n_pairs": 9, "median_per_doubling": 0.01, "q10": -0.005, "q90": 0.025}}
+    note = scale_gap_note(4096, 1024, b)
+    assert "1.0% per doubling" in note and "9 weak-scaling pairs" in note and "-0.5% to +2.5%" in note
+    assert "2.0 doublings beyond it expect about 2.0% more than predicted" in note
+    assert scale_gap_note(4096, 1024, {}) == "" and scale_gap_note(1024, 1024, b) == ""
+    msg = next(w["message"] for w in scenario_warnings(sx.load_scenario(DEFAULT))
+               if w["kind"] == "beyond_validated_gpus")
+    assert "weak-scaling pairs" in msg and "doublings beyond it" in msg
+
+
 def test_within_the_validated_range_no_warning():
     sc = sx.load_scenario(os.path.join(CONFIGS, "scenarios", "h100-building.yaml"))
     assert sc.system.n_gpus <= 6144 or "beyond_validated_gpus" in kinds(scenario_warnings(sc))

@@ -146,6 +146,18 @@ def test_committed_mfu_ceilings_are_measured_values():
         assert V.metrics_of(case, measured_step_s(case), True)["mfu"] == pytest.approx(table[key]["max"], rel=1e-5)
 
 
+def test_scale_gap_golden():
+    """Measured minus predicted growth per doubling over the weak-scaling pairs: median and 10th/90th percentiles
+    (gaps 0, 0.01, 0.02, 0.03, 0.04: median 0.02, q10 at position 0.4 = 0.004, q90 at 3.6 = 0.036)."""
+    pairs = [{"measured": 0.01 * k + 0.005, "predicted": 0.005} for k in range(5)]
+    gap = U.scale_gap({"pairs": pairs})
+    assert gap["n_pairs"] == 5 and gap["median_per_doubling"] == pytest.approx(0.02)
+    assert (gap["q10"], gap["q90"]) == (pytest.approx(0.004), pytest.approx(0.036))
+    assert U.scale_gap({"pairs": []}) is None and U.scale_gap(None) is None
+    committed = U.bands()["scale_gap"]
+    assert committed["n_pairs"] >= 30 and committed["q10"] < committed["median_per_doubling"] < committed["q90"]
+
+
 @pytest.mark.parametrize("gpu, n, moe, keys", [
     ("GB300", 64, False, ["Blackwell, dense, <= 64 GPUs", "Blackwell, dense", "dense", "all"]),
     ("B200", 65, True, ["Blackwell, MoE, 65-1024 GPUs", "Blackwell, MoE", "MoE", "all"]),
