@@ -23,7 +23,7 @@ from .search.baselines import baseline_costs, speedups
 from .sensitivity import SEARCH_BUDGET, Vary, check_vary, sensitivity
 from .space import AXES
 from .specs import RANGES
-from .trust import warnings_for
+from .trust import feasible_mfu, warnings_for
 
 # Designs swept exhaustively for one report (each sensitivity value sweeps again): ~2.5 s per sweep at the
 # ~4e7 designs/s of 2 CPU cores (benchmarks/throughput.py). Larger spaces are searched.
@@ -189,5 +189,5 @@ def collect(scenario, top_k: int = DEFAULT_TOP, varies=None, engine=None, progre
         "pareto": pareto,
         "sensitivity": studies,
         "published": published_for(scenario, top[0]["design"]) if top else None,
-        "warnings": warnings_for(scenario, [r["design"] for r in top], top[0].get("mfu") if top else None),
+        "warnings": warnings_for(scenario, [r["design"] for r in top], feasible_mfu(top[0] if top else None)),
     }

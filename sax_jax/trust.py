@@ -166,6 +166,14 @@ def design_warnings(scenario, designs) -> list:
     return out
 
 
+def feasible_mfu(record) -> float | None:
+    """The predicted MFU of a shown result record ({"mfu", "step_time_s", ...}), None when it has no step time
+    (infeasible) or there is no record: what mfu_warnings reads."""
+    if not record or record.get("step_time_s") is None:
+        return None
+    return record.get("mfu")
+
+
 def warnings_for(scenario, designs=(), best_mfu=None) -> list:
     """Every signal for the shown designs; best_mfu: the predicted MFU of the best of them (above_published_mfu)."""
     return scenario_warnings(scenario) + design_warnings(scenario, list(designs)) + mfu_warnings(scenario, best_mfu)

@@ -156,6 +156,10 @@ def test_above_published_mfu_flags_a_design_beyond_every_measured_run():
     assert "highest 45.0%: run-x, 1,024 GPUs" in w["message"]
     assert mfu_warnings(sc, 0.45, bands) == [] and mfu_warnings(sc, None, bands) == []
     assert mfu_warnings(sc, 0.9, {"published_mfu": {}}) == []  # no published run of the class
+    # a shown record gives its MFU only when it has a step time (an infeasible design's MFU is not a prediction)
+    from sax_jax.trust import feasible_mfu
+    assert feasible_mfu({"mfu": 0.5, "step_time_s": 1.0}) == 0.5
+    assert feasible_mfu({"mfu": 0.5, "step_time_s": None}) is None and feasible_mfu(None) is None
     # another precision's or class's ceiling says nothing about this one
     other = {uncertainty.mfu_class("H100-SXM-80GB", "fp8"): table[key],
              uncertainty.mfu_class("H100-SXM-80GB", "bf16", moe=True): table[key]}

@@ -19,7 +19,7 @@ from ..config import load_scenario
 from ..report import fmt_time
 from ..search.runner import MAX_BUDGET, METHODS, PARETO_METRICS, check_search_args, run_pareto, run_search
 from ..specs import ConfigError
-from ..trust import print_warnings, warnings_for
+from ..trust import feasible_mfu, print_warnings, warnings_for
 
 
 def _progress_bar(enabled: bool):
@@ -105,8 +105,7 @@ def run(args) -> int:
         rec = run_search(scenario, args.method, args.strategy, args.budget, args.seed,
                          None if args.json else (lambda f, b: None), seconds=args.seconds, subgrid=not args.flat)
     best = (rec.get("best") or {}).get("design")
-    rec["warnings"] = warnings_for(scenario, [best] if best else [],
-                                   rec["best"].get("mfu") if best and rec["best"].get("step_time_s") else None)
+    rec["warnings"] = warnings_for(scenario, [best] if best else [], feasible_mfu(rec.get("best")))
     if args.robust and best and rec["best"].get("step_time_s") is not None:
         from .. import robust
         from ..engine import DEFAULT_ENGINE

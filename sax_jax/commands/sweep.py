@@ -24,7 +24,7 @@ from ..search.checkpoint import ResumeError
 from ..codesign import XB_AXES, check_percent, check_prices, cheapest_network
 from ..space import AXES
 from ..specs import ConfigError
-from ..trust import print_warnings, warnings_for
+from ..trust import feasible_mfu, print_warnings, warnings_for
 
 OBJECTIVE_ALIASES = {"goodput": "goodput_tokens_per_s", "step_time": "step_time_s", "throughput": "tokens_per_s"}
 
@@ -314,7 +314,7 @@ def run(args) -> int:
         result = dataclasses.replace(result, top=result.top[:args.top])
     base = baseline_costs(scenario)
     warnings = warnings_for(scenario, [r["design"] for r in result.top],
-                            result.top[0].get("mfu") if result.top else None)
+                            feasible_mfu(result.top[0] if result.top else None))
     best_s = result.top[0]["step_time_s"] if result.top else None
     speedup_vs = speedups(base, best_s)
     bands = sweep_bands(scenario, result, speedup_vs)
