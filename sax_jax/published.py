@@ -61,3 +61,23 @@ def published_for(scenario, design: dict, dp: int | None = None) -> dict:
                                  max(r[0].scenario.system.n_gpus for r in rows)],
                      precisions=sorted({r[0].scenario.training.precision for r in rows}))
     return {"exact": exact, "class": klass}
+
+
+def versus_ceiling(scenario, mfu, breakdown: dict, bands=None) -> dict | None:
+    """A design predicted above the highest published MFU of its class (trust.py above_published_mfu) beside that
+    run: both predictions' compute-only MFU and shares of the step (uncertainty.published_mfu), so the terms where the
+    design gains on the best measured run can be read off. None at or below the ceiling, without one or without the
+    run's breakdown in the committed file."""
+    from . import trust, uncertainty
+    b = uncertainty.bands() if bands is None else bands
+    if not trust.mfu_warnings(scenario, mfu, b):
+        return None
+    top = b["published_mfu"][uncertainty.mfu_class(scenario.system.gpu.name, scenario.training.precision,
+                                                   uncertainty.scenario_is_moe(scenario))]
+    if "max_shares" not in top:
+        return None
+    return {"id": top["max_id"], "n_gpus": top["max_n_gpus"], "measured_mfu": top["max"],
+            "predicted_mfu": top["max_predicted_mfu"], "compute_mfu": top["max_compute_mfu"],
+            "shares": top["max_shares"],
+            "design": {"mfu": mfu, "compute_mfu": uncertainty.compute_mfu(mfu, breakdown),
+                       "shares": uncertainty.breakdown_shares(breakdown)}}

@@ -142,11 +142,20 @@ def print_eval(rec: dict, console: Console | None = None):
     bd.add_column("component")
     bd.add_column("time", justify="right")
     bd.add_column("share", justify="right")
+    vs = rec.get("versus_published")
+    if vs:  # the best published run of the class, as predicted (trust.py above_published_mfu)
+        bd.add_column(f"share, {vs['id']}", justify="right")
     total = max(rec["raw_step_time_s"], 1e-30)
     for k in BREAKDOWN_KEYS:
         v = rec["breakdown"][k]
-        bd.add_row(k, fmt_time(v), f"{100 * v / total:.1f} %")
+        beside = [f"{100 * vs['shares'].get(k, 0.0):.1f} %"] if vs else []
+        bd.add_row(k, fmt_time(v), f"{100 * v / total:.1f} %", *beside)
     con.print(bd)
+    if vs:
+        con.print(f"above the best published run of its class, {vs['id']} ({vs['n_gpus']:,} GPUs; MFU "
+                  f"{100 * vs['measured_mfu']:.1f} % measured, {100 * vs['predicted_mfu']:.1f} % predicted): "
+                  f"compute alone at {100 * vs['design']['compute_mfu']:.1f} % MFU here and "
+                  f"{100 * vs['compute_mfu']:.1f} % there; the rest of the gain is in the other terms' shares")
     cr = Table(title="levels each parallel group spans (participants per level)")
     cr.add_column("group")
     cr.add_column("spans")

@@ -122,6 +122,19 @@ def mfu_class(gpu_name: str, precision: str, moe: bool = False) -> str:
     return f"{gpu_name}, {precision}, {model_class(moe)}"
 
 
+def compute_mfu(mfu: float, breakdown: dict) -> float | None:
+    """MFU of the compute term alone: the MFU the step would reach if every other term of its breakdown (seconds)
+    were free, mfu x step / compute. Two designs with the same compute-only MFU differ only in their overheads."""
+    step, compute = sum(breakdown.values()), breakdown.get("compute", 0.0)
+    return mfu * step / compute if compute > 0 and mfu else None
+
+
+def breakdown_shares(breakdown: dict) -> dict:
+    """Each nonzero term's share of the step (the breakdown sums to it)."""
+    step = sum(breakdown.values())
+    return {k: v / step for k, v in breakdown.items() if v > 0} if step > 0 else {}
+
+
 def measured_mfu(case: dict) -> float | None:
     """MFU a scored run reached, from its predicted MFU and the step-time ratio (MFU ~ 1 / step time)."""
     ratio, mfu = time_ratio(case), (case.get("metrics") or {}).get("mfu")
@@ -129,7 +142,9 @@ def measured_mfu(case: dict) -> float | None:
 
 
 def published_mfu(cases) -> dict:
-    """{mfu_class: {"n", "max", "max_id", "max_n_gpus"}}: the highest MFU a published run of each class reached.
+    """{mfu_class: {"n", "max", "max_id", "max_n_gpus", "max_predicted_mfu", "max_compute_mfu", "max_shares"}}: the
+    highest MFU a published run of each class reached, and that run's prediction (its MFU, its compute-only MFU and
+    its breakdown's shares of the step, where the case has a breakdown) for `sax eval` to set a design beside.
     LoRA runs are left out: their frozen weights skip the weight-gradient GEMMs that the model-FLOPs count (6 x
     parameters per token) assumes, so their MFU is not comparable with full training's. A case without a
     "precision" entry (an older validation result) is left out."""
@@ -142,6 +157,9 @@ def published_mfu(cases) -> dict:
         g["n"] += 1
         if m > g["max"]:
             g.update(max=m, max_id=c["id"], max_n_gpus=c["n_gpus"])
+            bd, mfu = c.get("breakdown"), c["metrics"]["mfu"]
+            if bd:
+                g.update(max_predicted_mfu=mfu, max_compute_mfu=compute_mfu(mfu, bd), max_shares=breakdown_shares(bd))
     return dict(sorted(out.items()))
 
 

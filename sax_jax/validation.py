@@ -1268,7 +1268,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
                                                                      "recompute", "sharding", "overlap")
                               if k in by_id[r["id"]].design}
                    | {k: by_id[r["id"]].design[k] for k in ("ep", "schedule") if k in by_id[r["id"]].design},
-                   "metrics": r["metrics"], "source": by_id[r["id"]].source,
+                   "metrics": r["metrics"], "breakdown": r["breakdown"], "source": by_id[r["id"]].source,
                    "gpu": by_id[r["id"]].scenario.system.gpu.name,
                    "n_gpus": by_id[r["id"]].scenario.system.n_gpus,
                    "precision": by_id[r["id"]].scenario.training.precision,

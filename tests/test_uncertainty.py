@@ -129,6 +129,21 @@ def test_published_mfu_golden():
     assert (dense["n"], dense["max_id"], dense["max_n_gpus"]) == (3, "fast", 64)
     assert dense["max"] == pytest.approx(0.44)
     assert table["H100-SXM-80GB, fp8, dense"]["max"] == pytest.approx(0.35)
+    assert "max_shares" not in dense  # no breakdown in these records: nothing to set a design beside
+
+
+def test_ceiling_run_carries_its_breakdown():
+    """The ceiling run's prediction travels with it: MFU, compute-only MFU (mfu x step / compute: 0.4 x 1.0 / 0.8 =
+    0.5) and each nonzero term's share of the step."""
+    assert U.compute_mfu(0.4, {"compute": 0.8, "tp": 0.15, "bubble": 0.05, "cp": 0.0}) == pytest.approx(0.5)
+    assert U.compute_mfu(0.4, {"compute": 0.0, "tp": 1.0}) is None
+    shares = U.breakdown_shares({"compute": 0.8, "tp": 0.15, "bubble": 0.05, "cp": 0.0})
+    assert shares == {"compute": pytest.approx(0.8), "tp": pytest.approx(0.15), "bubble": pytest.approx(0.05)}
+    run = {**_mfu_run("top", "H100-SXM-80GB", "bf16", 0.4, 1.0, 0.8),  # measured 0.4 x 1.0 / 0.8 = 0.5
+           "breakdown": {"compute": 0.8, "tp": 0.15, "bubble": 0.05, "cp": 0.0}}
+    (g,) = U.published_mfu([run]).values()
+    assert (g["max"], g["max_predicted_mfu"], g["max_compute_mfu"]) == (pytest.approx(0.5), 0.4, pytest.approx(0.5))
+    assert g["max_shares"] == shares
 
 
 def test_committed_mfu_ceilings_are_measured_values():

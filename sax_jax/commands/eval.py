@@ -5,7 +5,7 @@ from .. import uncertainty
 from ..config import load_scenario
 from ..design_args import parse_sets, resolve_design
 from ..evaluate import evaluate_one
-from ..published import published_for
+from ..published import published_for, versus_ceiling
 from ..moe.report import placement_record, print_placement
 from ..report import eval_record, print_eval
 
@@ -20,6 +20,9 @@ def run(args) -> int:
     b = uncertainty.bands()
     if b is not None and cost["feasible"]:  # the measured step time's 80% band, as a sweep reports its best
         rec["band"] = uncertainty.design_band(b, scenario, rec["step_time_s"])
+        versus = versus_ceiling(scenario, rec["mfu"], rec["breakdown"], b)
+        if versus is not None:  # above every published run of its class: beside the best of them
+            rec["versus_published"] = versus
     placed = placement_record(scenario, rec["design"], cost)  # MoE scenarios with an activation trace
     if placed is not None:
         rec["expert_placement"] = placed
