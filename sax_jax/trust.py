@@ -14,7 +14,8 @@
   step-time model charges only in part (its approximation, ``validation.APPROXIMATED_FEATURES``), and whose only
   published runs took longer than predicted (UNMODELLED_KERNELS_ERROR).
 * ``above_published_mfu``: the best shown design's predicted MFU is above every published run of its class in
-  the validation set (same GPU type, precision, dense or MoE; ``uncertainty.published_mfu``). Nothing that
+  the validation set (same GPU type, precision, dense or MoE; ``uncertainty.published_mfu``; a class of at least
+  ``uncertainty.MIN_RUNS`` runs). Nothing that
   efficient was measured on that hardware, so the prediction rests on the model where it is least tested: a
   search's best design is where the model's errors concentrate, and one that beats every published run needs a
   reason of its own (its breakdown, ``sax eval``).
@@ -138,7 +139,8 @@ def mfu_warnings(scenario, mfu, bands=None) -> list:
     moe = uncertainty.scenario_is_moe(scenario)
     key = uncertainty.mfu_class(sys_.gpu.name, scenario.training.precision, moe)
     top = table.get(key)
-    if not top or mfu <= top["max"]:
+    # a class of a few runs (often of one model) says too little about what its hardware can reach
+    if not top or top["n"] < uncertainty.MIN_RUNS or mfu <= top["max"]:
         return []
     what = f"{scenario.training.precision} {uncertainty.model_class(moe)} runs on {sys_.gpu.name}"
     return [{"kind": "above_published_mfu",

@@ -104,9 +104,17 @@ def test_eval_json_and_table_carry_warnings_and_resolved_dp(capsys):
     assert rec["band"]["group"] == "Hopper, dense"
     lo, hi = rec["band"]["measured_s"]
     assert lo < rec["step_time_s"] < hi
+    # ... and it is set beside the best of those runs, as predicted (published.versus_ceiling)
+    vs = rec["versus_published"]
+    ceiling = uncertainty.bands()["published_mfu"][uncertainty.mfu_class("H100-SXM-80GB", "bf16")]
+    assert rec["mfu"] > ceiling["max"] and vs["id"] == ceiling["max_id"]
+    step = sum(rec["breakdown"].values())
+    assert step == pytest.approx(rec["raw_step_time_s"], rel=1e-5)
+    assert vs["design"]["compute_mfu"] == pytest.approx(rec["mfu"] * step / rec["breakdown"]["compute"], rel=1e-6)
     assert main(["eval", DEFAULT]) == 0
     out = capsys.readouterr().out
     assert "dp=auto (= 128)" in out and "warning (beyond_validated_gpus)" in out
+    assert f"share, {vs['id']}" in out and "above the best published run of its class" in out
     assert "80% band" in out and "runs: Hopper, dense" in out
     # a design that cannot run has no step time to put a band on
     assert main(["eval", DEFAULT, "--set", "tp=16", "--json"]) == 0
@@ -148,11 +156,13 @@ def test_above_published_mfu_flags_a_design_beyond_every_measured_run():
     from sax_jax.trust import mfu_warnings
     sc = sx.load_scenario(DEFAULT)  # llama3-405B, bf16, H100-SXM-80GB
     key = uncertainty.mfu_class("H100-SXM-80GB", "bf16")
-    table = {key: {"n": 7, "max": 0.45, "max_id": "run-x", "max_n_gpus": 1024}}
+    table = {key: {"n": 12, "max": 0.45, "max_id": "run-x", "max_n_gpus": 1024}}
     bands = {"published_mfu": table}
     (w,) = mfu_warnings(sc, 0.5, bands)
     assert w["kind"] == "above_published_mfu"
-    assert "MFU 50.0% is above all 7 published bf16 dense runs on H100-SXM-80GB" in w["message"]
+    assert "MFU 50.0% is above all 12 published bf16 dense runs on H100-SXM-80GB" in w["message"]
+    # a class of fewer than MIN_RUNS runs sets no ceiling
+    assert mfu_warnings(sc, 0.5, {"published_mfu": {key: {**table[key], "n": uncertainty.MIN_RUNS - 1}}}) == []
     assert "highest 45.0%: run-x, 1,024 GPUs" in w["message"]
     assert mfu_warnings(sc, 0.45, bands) == [] and mfu_warnings(sc, None, bands) == []
     assert mfu_warnings(sc, 0.9, {"published_mfu": {}}) == []  # no published run of the class
