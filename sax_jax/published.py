@@ -69,12 +69,8 @@ def versus_ceiling(scenario, mfu, breakdown: dict, bands=None) -> dict | None:
     design gains on the best measured run can be read off. None at or below the ceiling, without one or without the
     run's breakdown in the committed file."""
     from . import trust, uncertainty
-    b = uncertainty.bands() if bands is None else bands
-    if not trust.mfu_warnings(scenario, mfu, b):
-        return None
-    top = b["published_mfu"][uncertainty.mfu_class(scenario.system.gpu.name, scenario.training.precision,
-                                                   uncertainty.scenario_is_moe(scenario))]
-    if "max_shares" not in top:
+    top = trust.ceiling_exceeded(scenario, mfu, bands)
+    if top is None or "max_shares" not in top:
         return None
     return {"id": top["max_id"], "n_gpus": top["max_n_gpus"], "measured_mfu": top["max"],
             "predicted_mfu": top["max_predicted_mfu"], "compute_mfu": top["max_compute_mfu"],

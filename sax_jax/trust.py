@@ -127,22 +127,30 @@ def moe_speedup_warnings(scenario, bands=None) -> list:
                         "(expert dispatch, grouped GEMMs and host waits are where the model errs most)"}]
 
 
-def mfu_warnings(scenario, mfu, bands=None) -> list:
-    """``above_published_mfu`` (module docstring) for a predicted MFU (a fraction; None: nothing shown).
-    ``bands`` defaults to the committed file. A system whose buildings hold different GPU types has no one class."""
+def ceiling_exceeded(scenario, mfu, bands=None) -> dict | None:
+    """The committed ceiling of the scenario's class (uncertainty.published_mfu) when a predicted MFU (a fraction;
+    None: nothing shown) is above it, else None. ``bands`` defaults to the committed file. A system whose buildings
+    hold different GPU types has no one class; a class of fewer than MIN_RUNS runs (often of one model) says too
+    little about what its hardware can reach."""
     from . import uncertainty
     b = uncertainty.bands() if bands is None else bands
-    table = (b or {}).get("published_mfu") or {}
     sys_ = scenario.system
-    if mfu is None or not mfu > 0 or len({bd.gpu.name for bd in getattr(sys_, "buildings", ())} or {0}) > 1:
+    if mfu is None or not mfu > 0 or len({bd.gpu.name for bd in getattr(sys_, "buildings", ())}) > 1:
+        return None
+    key = uncertainty.mfu_class(sys_.gpu.name, scenario.training.precision, uncertainty.scenario_is_moe(scenario))
+    top = ((b or {}).get("published_mfu") or {}).get(key)
+    return top if top and top["n"] >= uncertainty.MIN_RUNS and mfu > top["max"] else None
+
+
+def mfu_warnings(scenario, mfu, bands=None) -> list:
+    """``above_published_mfu`` (module docstring) for a predicted MFU (ceiling_exceeded)."""
+    from . import uncertainty
+    top = ceiling_exceeded(scenario, mfu, bands)
+    if top is None:
         return []
-    moe = uncertainty.scenario_is_moe(scenario)
-    key = uncertainty.mfu_class(sys_.gpu.name, scenario.training.precision, moe)
-    top = table.get(key)
-    # a class of a few runs (often of one model) says too little about what its hardware can reach
-    if not top or top["n"] < uncertainty.MIN_RUNS or mfu <= top["max"]:
-        return []
-    what = f"{scenario.training.precision} {uncertainty.model_class(moe)} runs on {sys_.gpu.name}"
+    sys_ = scenario.system
+    what = (f"{scenario.training.precision} {uncertainty.model_class(uncertainty.scenario_is_moe(scenario))} runs "
+            f"on {sys_.gpu.name}")
     return [{"kind": "above_published_mfu",
              "message": f"predicted MFU {100 * mfu:.1f}% is above all {top['n']} published {what} in the "
                         f"validation set (highest {100 * top['max']:.1f}%: {top['max_id']}, {top['max_n_gpus']:,} "

@@ -153,13 +153,15 @@ def published_mfu(cases) -> dict:
         m = measured_mfu(c)
         if m is None or c.get("lora") or not c.get("precision"):
             continue
-        g = out.setdefault(mfu_class(c["gpu"], c["precision"], c.get("moe", False)), {"n": 0, "max": -1.0})
+        key = mfu_class(c["gpu"], c["precision"], c.get("moe", False))
+        g = out.setdefault(key, {"n": 0, "max": -1.0})
         g["n"] += 1
         if m > g["max"]:
-            g.update(max=m, max_id=c["id"], max_n_gpus=c["n_gpus"])
             bd, mfu = c.get("breakdown"), c["metrics"]["mfu"]
-            if bd:
-                g.update(max_predicted_mfu=mfu, max_compute_mfu=compute_mfu(mfu, bd), max_shares=breakdown_shares(bd))
+            # the new highest run's prediction replaces the old one's, or goes with it when the case has none
+            out[key] = g = {"n": g["n"], "max": m, "max_id": c["id"], "max_n_gpus": c["n_gpus"],
+                            **({"max_predicted_mfu": mfu, "max_compute_mfu": compute_mfu(mfu, bd),
+                                "max_shares": breakdown_shares(bd)} if bd else {})}
     return dict(sorted(out.items()))
 
 
