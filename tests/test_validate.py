@@ -735,3 +735,41 @@ def test_opt_175b_is_scored_on_the_flops_its_source_counts():
     # the model-FLOPs count the row had been scored on is 3/4 of it less the recomputed logits: 1.08e12 per token
     model_per_token = V._host_flops(case)[0] / seq
     assert model_per_token == pytest.approx(1.0764e12, rel=2e-3)
+
+
+def test_deepseek_blockwise_row_is_scored_on_its_tables_own_flop_count():
+    """The 25.09 H100 DeepSeek-V3 blockwise-FP8 variant gives TFLOP/s only (import_shared.py CORRECT). Its base FP8 row
+    (same model, sequence, GPUs and table) gives 338 TFLOP/s at 1297 tokens/s per GPU, 2.61e11 FLOPs per token, where
+    the model's count (the whole score matrix) is 2.81e11: scored as TFLOP/s the variant was off by that ratio before
+    any model error. Converted with the table's own count, its step time is 8192 x 4096 / (1297 x 330/338 x 1024)."""
+    rid = "mb-25.09-h100-deepseek-v3-pretrain-fp8-blockwise-1024g-gbs8192-alt"
+    file, n, row = _bundled_row(rid)
+    _, _, base = _bundled_row("mb-25.09-h100-deepseek-v3-pretrain-fp8-1024g-gbs8192")
+    assert row["metric"] == "iteration_s" and "1297 x 330 / 338" in row["notes"]
+    same = ("model", "seq", "n_gpus", "gbs")
+    assert [row[k] for k in same] == [base[k] for k in same]
+    tokens = int(row["gbs"]) * int(row["seq"])
+    # the base row's own figures: its step time from tokens/s, and its FLOPs per token from TFLOP/s over tokens/s
+    assert float(base["value"]) == pytest.approx(tokens / (1297 * int(base["n_gpus"])), rel=1e-5)
+    assert float(row["value"]) == pytest.approx(tokens / (1297 * 330 / 338 * int(row["n_gpus"])), rel=1e-5)
+    case = V.build_case(row, file, n, V._profiles(), {}, gpus={})
+    per_token = V._host_flops(case)[0] / case.scenario.training.seq_len
+    assert per_token / (338e12 / 1297) == pytest.approx(1.0763, rel=2e-3)
+
+
+def test_import_reproduces_the_bundled_tables(tmp_path):
+    """configs/validation/data/import_shared.py rebuilds both bundled tables byte for byte from the shared collection
+    (its corrections and filled shapes included), so no hand edit of a table is lost on the next import. Runs where
+    the collection sits beside the checkout (../shared/data), as it does for the project's developers."""
+    shared = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared", "data")
+    if not os.path.exists(os.path.join(shared, "public_runs_nvidia_perf.csv")):
+        pytest.skip("the shared collection is not beside this checkout")
+    import importlib.util
+    here = os.path.join(V.VALIDATION_DIR, "data")
+    spec = importlib.util.spec_from_file_location("import_shared", os.path.join(here, "import_shared.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for src, dst in (("public_runs_nvidia_perf.csv", "nvidia_perf.csv"), ("public_runs_other.csv", "other.csv")):
+        mod.convert(os.path.join(shared, src), str(tmp_path / dst))
+        with open(os.path.join(here, dst), "rb") as a, open(tmp_path / dst, "rb") as b:
+            assert a.read() == b.read(), dst
