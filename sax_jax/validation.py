@@ -991,6 +991,32 @@ def summarize(results, held_out: set | None = None) -> dict:
     return out
 
 
+# Design features whose runs the model may err on as a group (a search exploits a term the model gets wrong for a
+# whole class of layouts): each maps a case to the label of its group. Values as the design dict spells them.
+def _tp_label(d) -> str:
+    tp = d.get("tp", 1)
+    return "tp=1" if tp <= 1 else ("tp=2-8" if tp <= 8 else "tp>8")
+
+
+FEATURES = {
+    "recompute": lambda c: f"recompute={c.design.get('recompute', 'none')}",
+    "sharding": lambda c: f"sharding={c.design.get('sharding', 'zero1')}",
+    "schedule": lambda c: f"schedule={c.design.get('schedule', '1f1b')}" if c.design.get("pp", 1) > 1 else "pp=1",
+    "tp": lambda c: _tp_label(c.design),
+    "cp": lambda c: "cp=1" if c.design.get("cp", 1) <= 1 else "cp>1",
+    "framework": lambda c: f"framework={c.scenario.training.framework.name}",
+}
+
+
+def by_feature(cases, results, held_out: set | None = None) -> dict:
+    """summarize() over the runs grouped by one design feature at a time ({feature: {label: stats}}): where the
+    model errs for a whole kind of layout or software stack, its signed step_time_bias shows it (e.g. how fast the
+    model is on interleaved pipelines, on context parallelism, on full recompute)."""
+    by_id = {c.id: c for c in cases}
+    return {name: summarize([{**r, "dataset": label(by_id[r["id"]])} for r in results if r["id"] in by_id], held_out)
+            for name, label in FEATURES.items()}
+
+
 def _calibration_yaml() -> dict:
     path = os.path.join(VALIDATION_DIR, "calibration.yaml")
     return read_yaml(path) if os.path.exists(path) else {}
@@ -1218,7 +1244,8 @@ def _clean(x):
 def validate(paths=None, dataset: str | None = None) -> dict:
     """Python API: the object `sax validate --json` prints. "datasets": per dataset n, MAPE and max |error| over
     all scored runs and over the held-out runs (not in the named calibration split), plus unsupported and
-    excluded counts; "overall": the same over all datasets; "cases" (each with its GPU and GPU count); "ranking" (Spearman per layout group);
+    excluded counts; "overall": the same over all datasets (with "by_class": dense vs MoE, and "by_feature": by
+    recompute, sharding, pipeline schedule, TP and CP size and framework); "cases" (each with its GPU and GPU count); "ranking" (Spearman per layout group);
     "hardware_pairs" (the same run on two GPU types: measured vs predicted speedup);
     "unsupported" and "excluded" runs with their reasons; "errors": bad input rows."""
     loaded = load_all(paths, dataset)
@@ -1256,6 +1283,8 @@ def validate(paths=None, dataset: str | None = None) -> dict:
     # per-dataset summary over the runs relabelled by class
     moe_ids = {c.id for c in cases if scenario_is_moe(c.scenario)}
     overall["by_class"] = summarize([{**r, "dataset": model_class(r["id"] in moe_ids)} for r in results], held)
+    # the same by design feature (recompute, sharding, pipeline schedule, TP and CP size, framework)
+    overall["by_feature"] = by_feature(cases, results, held)
     return _clean({
         "datasets": datasets,
         "overall": overall,

@@ -344,6 +344,18 @@ def test_ranking_key(full):
                for c in rk["pairwise"])
 
 
+def test_by_feature_on_the_whole_set_matches_the_cases(full):
+    """overall.by_feature over the real set: every feature's groups partition the scored runs, and each recompute
+    group's MAPE is that of the cases whose design has that recompute."""
+    feats = full["overall"]["by_feature"]
+    assert set(feats) == set(V.FEATURES)
+    for groups in feats.values():
+        assert sum(g["n"] for g in groups.values()) == full["overall"]["n"]
+    for mode in {c["design"]["recompute"] for c in full["cases"]}:
+        errs = [abs(c["error"]) for c in full["cases"] if c["design"]["recompute"] == mode]
+        assert feats["recompute"][f"recompute={mode}"]["mape"] == pytest.approx(sum(errs) / len(errs), rel=1e-12)
+
+
 def test_cases_carry_the_model_class(full):
     """Each scored run says whether its model has routed experts (the uncertainty bands split on it): the MoE
     models of the set are MoE, the Llama, GPT, MPT and OPT runs dense."""
@@ -773,3 +785,34 @@ def test_import_reproduces_the_bundled_tables(tmp_path):
         mod.convert(os.path.join(shared, src), str(tmp_path / dst))
         with open(os.path.join(here, dst), "rb") as a, open(tmp_path / dst, "rb") as b:
             assert a.read() == b.read(), dst
+
+
+def test_by_feature_groups_the_runs_by_each_design_feature():
+    """overall.by_feature: summarize() over the runs relabelled by one design feature at a time; a run counts once
+    per feature, and each group's MAPE and signed step-time bias are its runs' own (hand-computed)."""
+    ns = types.SimpleNamespace
+
+    def case(i, framework="megatron-te", **design):
+        return ns(id=i, design={"tp": 1, "pp": 1, "cp": 1, "recompute": "none", "sharding": "zero1", **design},
+                  scenario=ns(training=ns(framework=ns(name=framework))))
+
+    cases = [case("a", recompute="full", pp=4, schedule="interleaved", tp=8),
+             case("b", cp=2, tp=4),
+             case("c", framework="composer-fsdp", sharding="fsdp", tp=16),
+             case("d", pp=2, schedule="1f1b")]
+    errs = {"a": 0.10, "b": -0.04, "c": 0.02, "d": -0.06}
+    results = [{"id": i, "dataset": "x", "error": e, "step_time_error": e} for i, e in errs.items()]
+    out = V.by_feature(cases, results, held_out={"a", "b"})
+    assert set(out) == set(V.FEATURES)
+    for groups in out.values():
+        assert sum(g["n"] for g in groups.values()) == len(cases)
+    rc = out["recompute"]
+    assert rc["recompute=full"]["n"] == 1 and rc["recompute=full"]["step_time_bias"] == pytest.approx(0.10)
+    assert rc["recompute=none"]["mape"] == pytest.approx((0.04 + 0.02 + 0.06) / 3)
+    assert rc["recompute=none"]["step_time_bias"] == pytest.approx((-0.04 + 0.02 - 0.06) / 3)
+    assert rc["recompute=none"]["held_out"] == {"n": 1, "mape": pytest.approx(0.04), "max_abs_error": pytest.approx(0.04)}
+    assert out["tp"]["tp=2-8"]["n"] == 2 and out["tp"]["tp>8"]["n"] == 1 and "tp=1" in out["tp"]
+    assert set(out["schedule"]) == {"schedule=interleaved", "schedule=1f1b", "pp=1"}
+    assert out["cp"]["cp>1"]["mape"] == pytest.approx(0.04)
+    assert out["framework"]["framework=composer-fsdp"]["n"] == 1
+    assert out["sharding"]["sharding=fsdp"]["n"] == 1 and out["sharding"]["sharding=zero1"]["n"] == 3
