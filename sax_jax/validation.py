@@ -1008,13 +1008,17 @@ FEATURES = {
 }
 
 
-def by_feature(cases, results, held_out: set | None = None) -> dict:
-    """summarize() over the runs grouped by one design feature at a time ({feature: {label: stats}}): where the
-    model errs for a whole kind of layout or software stack, its signed step_time_bias shows it (e.g. how fast the
-    model is on interleaved pipelines, on context parallelism, on full recompute)."""
+def summarize_by(cases, results, label, held_out: set | None = None) -> dict:
+    """summarize() over the runs grouped by label(case) instead of by dataset."""
     by_id = {c.id: c for c in cases}
-    return {name: summarize([{**r, "dataset": label(by_id[r["id"]])} for r in results if r["id"] in by_id], held_out)
-            for name, label in FEATURES.items()}
+    return summarize([{**r, "dataset": label(by_id[r["id"]])} for r in results], held_out)
+
+
+def by_feature(cases, results, held_out: set | None = None) -> dict:
+    """summarize_by each design feature in turn ({feature: {label: stats}}): where the model errs for a whole kind
+    of layout or software stack, its signed step_time_bias shows it (e.g. how fast the model is on interleaved
+    pipelines, on context parallelism, on full recompute)."""
+    return {name: summarize_by(cases, results, label, held_out) for name, label in FEATURES.items()}
 
 
 def _calibration_yaml() -> dict:
@@ -1282,7 +1286,7 @@ def validate(paths=None, dataset: str | None = None) -> dict:
     # dense vs MoE (routed experts): the model's error differs by class, and uncertainty.py bands by it; the
     # per-dataset summary over the runs relabelled by class
     moe_ids = {c.id for c in cases if scenario_is_moe(c.scenario)}
-    overall["by_class"] = summarize([{**r, "dataset": model_class(r["id"] in moe_ids)} for r in results], held)
+    overall["by_class"] = summarize_by(cases, results, lambda c: model_class(c.id in moe_ids), held)
     # the same by design feature (recompute, sharding, pipeline schedule, TP and CP size, framework)
     overall["by_feature"] = by_feature(cases, results, held)
     return _clean({
